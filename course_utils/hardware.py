@@ -1,0 +1,61 @@
+"""What machine are we on, and which numeric precision does it support?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The accelerator the course will train on.
+
+    kind is one of ``"cpu"``, ``"t4"`` (a CUDA GPU without bfloat16, such as Colab's free T4)
+    or ``"gpu"`` (a CUDA GPU with bfloat16: Ampere, Ada, Hopper and later).
+    """
+
+    kind: str
+    device: str
+    name: str
+
+    @property
+    def bf16(self) -> bool:
+        """Train in bfloat16 (weights and autocast)."""
+        return self.kind == "gpu"
+
+    @property
+    def fp16(self) -> bool:
+        """Train with float16 mixed precision (float32 master weights, float16 autocast)."""
+        return self.kind == "t4"
+
+    @property
+    def load_dtype(self) -> torch.dtype:
+        """The dtype to load weights in. T4 keeps float32 weights: fp16 *mixed* precision needs them."""
+        return torch.bfloat16 if self.bf16 else torch.float32
+
+
+def detect_hardware() -> Hardware:
+    """Look at the machine: CUDA with or without bfloat16, else the CPU."""
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        kind = "gpu" if torch.cuda.is_bf16_supported(including_emulation=False) else "t4"
+        return Hardware(kind=kind, device="cuda", name=name)
+    return Hardware(kind="cpu", device="cpu", name=f"CPU ({torch.get_num_threads()} threads)")
+
+
+def describe_environment(hardware: Hardware | None = None) -> str:
+    """One line per fact a bug report needs: Python, key library versions, hardware and precision."""
+    import importlib.metadata
+    import platform
+
+    hardware = hardware or detect_hardware()
+    lines = [f"python {platform.python_version()} on {platform.system()} {platform.machine()}"]
+    for package in ("torch", "transformers", "trl", "datasets", "peft", "accelerate"):
+        try:
+            lines.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            lines.append(f"{package} (not installed)")
+    precision = "bf16" if hardware.bf16 else "fp16 mixed" if hardware.fp16 else "fp32"
+    lines.append(f"hardware: {hardware.kind} ({hardware.name}), training precision {precision}")
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""Named hardware presets: how big a run each machine can afford.
+
+A preset fixes the sizes a notebook's GRPO run uses (group size, batch, completion length,
+steps, precision, evaluation set size). Notebooks read the fields into their own ``GRPOConfig``
+so that the TRL code stays visible; the preset only decides the numbers.
+
+``cpu-ci`` is the smallest run that still demonstrates learning; the test suite uses it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+
+from course_utils.hardware import Hardware, detect_hardware
+
+#: Environment variable that overrides ``preset="auto"`` (e.g. ``COURSE_PRESET=cpu-ci make lab``).
+PRESET_ENV = "COURSE_PRESET"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    num_generations: int  # group size G: completions sampled per prompt
+    per_device_train_batch_size: int  # counts completions, not prompts
+    max_completion_length: int  # tokens per completion
+    max_steps: int  # optimizer steps of the notebook's main GRPO run
+    n_eval: int  # held-out prompts used for before/after measurements
+    eval_batch_size: int
+    bf16: bool = False
+    fp16: bool = False
+    activation_checkpointing: bool = False
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.per_device_train_batch_size // self.num_generations
+
+    def with_overrides(self, **changes) -> Preset:
+        """A copy with some fields changed; unknown names raise a clear error."""
+        unknown = sorted(set(changes) - set(asdict(self)))
+        if unknown:
+            raise ValueError(f"Unknown preset field(s) {unknown}; valid fields: {sorted(asdict(self))}")
+        return _validated(replace(self, **changes))
+
+
+PRESETS: dict[str, Preset] = {
+    "cpu-ci": Preset(
+        name="cpu-ci",
+        description="Smallest run that still shows learning; used by `make test` (2 CPU cores).",
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=32,
+        max_steps=12,
+        n_eval=24,
+        eval_batch_size=24,
+    ),
+    "cpu": Preset(
+        name="cpu",
+        description="A laptop or CI runner without a GPU; default of `make course` there.",
+        num_generations=8,
+        per_device_train_batch_size=16,
+        max_completion_length=32,
+        max_steps=16,
+        n_eval=40,
+        eval_batch_size=40,
+    ),
+    "t4": Preset(
+        name="t4",
+        description="Colab's free T4 (16 GB, no bfloat16): fp16 mixed precision.",
+        num_generations=8,
+        per_device_train_batch_size=32,
+        max_completion_length=48,
+        max_steps=40,
+        n_eval=64,
+        eval_batch_size=64,
+        fp16=True,
+        activation_checkpointing=True,
+    ),
+    "gpu": Preset(
+        name="gpu",
+        description="Ampere or newer (A100, L4, H100, RTX 30xx+): bfloat16.",
+        num_generations=8,
+        per_device_train_batch_size=64,
+        max_completion_length=48,
+        max_steps=40,
+        n_eval=128,
+        eval_batch_size=128,
+        bf16=True,
+    ),
+}
+
+_DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
+
+
+def _validated(preset: Preset) -> Preset:
+    g, b = preset.num_generations, preset.per_device_train_batch_size
+    if g < 2:
+        raise ValueError(
+            f"Preset {preset.name!r}: num_generations={g}; GRPO needs at least 2 completions per "
+            "prompt to compare them (set num_generations >= 2)."
+        )
+    if b % g:
+        raise ValueError(
+            f"Preset {preset.name!r}: per_device_train_batch_size={b} is not divisible by "
+            f"num_generations={g}. The batch counts completions, so it must hold whole groups: "
+            f"use a multiple of {g}, e.g. {g * max(1, b // g)}."
+        )
+    if preset.bf16 and preset.fp16:
+        raise ValueError(f"Preset {preset.name!r}: choose bf16 or fp16, not both.")
+    for field in ("max_completion_length", "max_steps", "n_eval", "eval_batch_size"):
+        if getattr(preset, field) < 1:
+            raise ValueError(f"Preset {preset.name!r}: {field} must be >= 1, got {getattr(preset, field)}.")
+    return preset
+
+
+def get_preset(name: str = "auto", hardware: Hardware | None = None) -> Preset:
+    """Return a preset by name; ``"auto"`` picks the one for this machine.
+
+    ``"auto"`` honours the ``COURSE_PRESET`` environment variable first, so an instructor can
+    switch every notebook to ``cpu-ci`` without editing them.
+    """
+    if name == "auto":
+        name = os.environ.get(PRESET_ENV) or _DEFAULT_FOR_HARDWARE[(hardware or detect_hardware()).kind]
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}. Choose one of: 'auto', {', '.join(map(repr, PRESETS))}.")
+    preset = PRESETS[name]
+    hw = hardware or detect_hardware()
+    if (preset.bf16 or preset.fp16) and hw.kind == "cpu":
+        raise ValueError(
+            f"Preset {name!r} trains in {'bf16' if preset.bf16 else 'fp16'} on a GPU, but no CUDA GPU was "
+            "found. Use preset='cpu' (or 'auto')."
+        )
+    if preset.bf16 and hw.kind == "t4":
+        raise ValueError(f"Preset {name!r} needs bfloat16, which {hw.name} lacks. Use preset='t4' (or 'auto').")
+    return _validated(preset)

@@ -1,0 +1,59 @@
+"""A notebook's learning record: what it measured and which checks passed.
+
+Each notebook ends by calling :func:`record_results`. It prints a small table for the learner and,
+when the course runner sets ``COURSE_RESULTS_DIR``, writes ``<notebook>.json`` there so that
+``make course`` and the tests can summarise every run. The notebook then asserts its checks itself,
+in plain sight.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+RESULTS_ENV = "COURSE_RESULTS_DIR"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return _plain(vars(value))
+    return value
+
+
+def record_results(notebook: str, metrics: dict[str, Any], checks: dict[str, bool], **context: Any) -> dict:
+    """Print and (under the course runner) save the run's measured numbers and check outcomes.
+
+    Args:
+        notebook: the notebook's id, e.g. ``"01_first_grpo_run"``.
+        metrics: numbers measured in this run (before/after values, runtimes).
+        checks: plain-language claims mapped to whether this run's numbers satisfy them.
+        context: anything else worth keeping (preset, model, seed).
+    """
+    record = {
+        "notebook": notebook,
+        "passed": all(bool(v) for v in checks.values()),
+        "checks": {k: bool(v) for k, v in checks.items()},
+        "metrics": _plain(metrics),
+        **_plain(context),
+    }
+    width = max(len(k) for k in [*metrics, *checks]) + 2
+    print("Measured in this run")
+    for key, value in record["metrics"].items():
+        print(f"  {key:<{width}} {value}")
+    for claim, ok in record["checks"].items():
+        print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
+    out_dir = os.environ.get(RESULTS_ENV)
+    if out_dir:
+        path = Path(out_dir) / f"{notebook}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=2))
+    return record

@@ -1,0 +1,76 @@
+"""Execute course notebooks headless with papermill (used by ``make course`` and the tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from course_utils.results import RESULTS_ENV
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+
+
+def course_notebooks() -> list[Path]:
+    """The numbered lesson notebooks, in order (``notebooks/NN_*.ipynb``)."""
+    return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    output: Path
+    seconds: float
+    error: str | None = None
+    record: dict[str, Any] | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and self.record is not None and bool(self.record.get("passed"))
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "error"
+        if self.record is None:
+            return "no results recorded"
+        return "pass" if self.record["passed"] else "did not learn"
+
+
+def execute_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = None) -> NotebookRun:
+    """Run one notebook with papermill; its results JSON lands in ``out_dir/results``."""
+    import papermill
+
+    parameters = dict(parameters or {})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_dir = out_dir / "results"
+    output = out_dir / path.name
+    env_before = {k: os.environ.get(k) for k in (RESULTS_ENV, "PATH")}
+    os.environ[RESULTS_ENV] = str(results_dir)
+    # The kernel must be this interpreter (the course venv), whatever else is on PATH.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    start = time.perf_counter()
+    error = None
+    try:
+        papermill.execute_notebook(
+            str(path), str(output), parameters=parameters, cwd=str(path.parent),
+            kernel_name="python3", progress_bar=False, log_output=False,
+        )  # fmt: skip
+    except Exception as err:  # papermill raises PapermillExecutionError with the failing cell
+        error = f"{type(err).__name__}: {err}"
+    finally:
+        for key, value in env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    seconds = time.perf_counter() - start
+    results_file = results_dir / f"{path.stem}.json"
+    record = json.loads(results_file.read_text()) if results_file.is_file() else None
+    return NotebookRun(path.stem, output, seconds, error, record, parameters)

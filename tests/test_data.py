@@ -1,0 +1,100 @@
+import pytest
+from datasets import Dataset
+
+from course_utils.data import (
+    ARITHMETIC_LEVELS,
+    DatasetFormatError,
+    arithmetic_problems,
+    length_prompts,
+    to_conversational,
+    validate_prompt_dataset,
+)
+
+
+def test_length_prompts_are_seeded_and_held_out_by_topic():
+    a, b = length_prompts(seed=3), length_prompts(seed=3)
+    assert a["train"].to_list() == b["train"].to_list() and a["test"].to_list() == b["test"].to_list()
+    assert length_prompts(seed=4)["train"].to_list() != a["train"].to_list()
+    assert not set(a["train"]["topic"]) & set(a["test"]["topic"])
+    validate_prompt_dataset(a["train"])
+    validate_prompt_dataset(a["test"])
+
+
+def test_length_prompts_refuse_more_rows_than_exist():
+    with pytest.raises(ValueError, match="only .* distinct"):
+        length_prompts(n_test=10_000)
+
+
+@pytest.mark.parametrize("level", ARITHMETIC_LEVELS)
+def test_arithmetic_answers_are_exact_and_splits_disjoint(level):
+    data = arithmetic_problems(level, n_train=50, n_test=20, seed=1)
+    assert len(data["train"]) == 50 and len(data["test"]) == 20
+    assert not set(data["train"]["question"]) & set(data["test"]["question"])
+    for row in data["test"]:
+        if level != "word2":
+            expression = row["question"].removeprefix("What is ").removesuffix("?")
+            assert int(row["answer"]) == eval(expression)  # noqa: S307 - our own generated arithmetic
+        assert row["answer"].lstrip("-").isdigit()
+    assert arithmetic_problems(level, 50, 20, seed=1)["test"].to_list() == data["test"].to_list()
+
+
+def test_arithmetic_level_and_size_errors():
+    with pytest.raises(ValueError, match="Unknown arithmetic level 'add3'"):
+        arithmetic_problems("add3")
+    with pytest.raises(ValueError, match="only 100 distinct questions"):
+        arithmetic_problems("add1", n_train=200, n_test=10)
+
+
+def test_to_conversational_keeps_answer_column_and_adds_system_prompt():
+    data = to_conversational(arithmetic_problems("add1", 10, 5), system_prompt="Be brief.")
+    row = data["train"][0]
+    assert row["prompt"][0] == {"role": "system", "content": "Be brief."}
+    assert row["prompt"][1] == {"role": "user", "content": row["question"]}
+    assert "answer" in data["train"].column_names
+
+
+def test_to_conversational_names_a_missing_question_column():
+    with pytest.raises(DatasetFormatError, match="Column 'question' not found.*\\['text'\\].*question_column="):
+        to_conversational(Dataset.from_list([{"text": "hi"}]))
+
+
+def test_to_conversational_names_the_empty_row():
+    ds = Dataset.from_list([{"question": "ok?"}, {"question": "  "}])
+    with pytest.raises(DatasetFormatError, match="Row 1, column 'question'"):
+        to_conversational(ds)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize(
+    ("rows", "required", "message"),
+    [
+        ([{"text": "hi"}], (), "No 'prompt' column; the dataset has columns \\['text'\\]"),
+        ([{"prompt": "a"}, {"prompt": ""}], (), "Row 1, column 'prompt': the prompt is an empty string"),
+        ([{"prompt": user("a"), "answer": "1"}], ("answer", "solution"), "Column 'solution' is required"),
+        ([{"prompt": user("a"), "answer": "1"}, {"prompt": user("b"), "answer": ""}], ("answer",),
+         "Row 1, column 'answer': empty value"),
+        ([{"prompt": user("a")}, {"prompt": [{"role": "user", "content": ""}]}], (),
+         "Row 1, column 'prompt': message 0 \\(user\\) has empty content"),
+        ([{"prompt": [{"role": "robot", "content": "x"}]}], (), "message 0 has role 'robot'"),
+        ([{"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}], (),
+         "last message is from 'assistant'"),
+        ([{"prompt": []}], (), "Row 0, column 'prompt': expected a string or a non-empty list"),
+    ],
+)  # fmt: skip
+def test_validation_errors_name_row_and_column(rows, required, message):
+    with pytest.raises(DatasetFormatError, match=message):
+        validate_prompt_dataset(Dataset.from_list(rows), required_columns=required)
+
+
+def test_validation_rejects_message_without_content():
+    ds = Dataset.from_dict({"prompt": [[{"role": "user"}]]})
+    with pytest.raises(DatasetFormatError, match="Row 0, column 'prompt': message 0"):
+        validate_prompt_dataset(ds)
+
+
+def test_validation_rejects_empty_dataset():
+    with pytest.raises(DatasetFormatError, match="no rows"):
+        validate_prompt_dataset(Dataset.from_dict({"prompt": []}))

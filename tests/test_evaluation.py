@@ -1,0 +1,47 @@
+import math
+
+import pytest
+
+from course_utils.evaluation import generate, length_report, mean_with_ci
+
+
+def test_mean_with_ci():
+    est = mean_with_ci([1, 2, 3, 4])
+    assert est.mean == 2.5 and est.n == 4
+    assert est.low < 2.5 < est.high
+    assert math.isclose(est.high - est.mean, 1.96 * (5 / 3) ** 0.5 / 2)
+    assert math.isnan(mean_with_ci([7]).low)
+    with pytest.raises(ValueError, match="no values"):
+        mean_with_ci([])
+
+
+def test_length_report():
+    report = length_report(["x" * 50, "x" * 70, ""], target_chars=50)
+    assert report["lengths"] == [50, 70, 0]
+    assert report["length_error"].mean == pytest.approx(70 / 3)
+    assert report["within_20pct"] == pytest.approx(1 / 3)
+
+
+PROMPTS = [[{"role": "user", "content": q}] for q in ("Name a colour.", "What is 2 + 2?", "Say hello.")]
+
+
+def test_greedy_generation_is_deterministic_and_restores_state(course_model):
+    model, tokenizer = course_model
+    model.train()
+    side = tokenizer.padding_side
+    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False)
+    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False)
+    assert len(first) == 3 and all(isinstance(c, str) for c in first)
+    assert first == second
+    assert model.training and tokenizer.padding_side == side
+
+
+def test_sampled_generation_is_reproducible_by_seed(course_model):
+    model, tokenizer = course_model
+    kw = dict(max_new_tokens=10, do_sample=True, temperature=1.0, progress=False)
+    assert generate(model, tokenizer, PROMPTS, seed=1, **kw) == generate(model, tokenizer, PROMPTS, seed=1, **kw)
+
+
+def test_generate_rejects_bad_batch_size(course_model):
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        generate(*course_model, PROMPTS, max_new_tokens=4, batch_size=0)

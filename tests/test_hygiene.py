@@ -1,0 +1,85 @@
+"""Checks on the committed notebooks and code: no outputs, one parameters cell, consistent Colab links,
+GRPOConfig keywords that exist in the installed TRL, and ruff."""
+
+import ast
+import dataclasses
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from trl import GRPOConfig
+
+import course_utils
+from course_utils.runner import REPO_ROOT, course_notebooks
+
+NOTEBOOKS = course_notebooks()
+ids = [p.stem for p in NOTEBOOKS]
+
+
+def code_cells(path: Path):
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_committed_notebook_has_no_outputs(path):
+    dirty = [i for i, c in enumerate(code_cells(path)) if c.get("outputs") or c.get("execution_count")]
+    assert not dirty, f"{path.name}: code cells {dirty} carry outputs; run `nbstripout {path}` before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_one_parameters_cell_with_seed_and_preset(path):
+    cells = [c for c in code_cells(path) if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{path.name}: expected exactly one cell tagged 'parameters', found {len(cells)}"
+    assigned = {t.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign) for t in node.targets}
+    assert {"seed", "preset"} <= assigned, f"{path.name}: the parameters cell must set seed and preset"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_colab_badge_and_setup_match_the_repository_setting(path):
+    nb = nbformat.read(path, as_version=4)
+    expected = f"https://colab.research.google.com/github/{course_utils.REPOSITORY}/blob/main/notebooks/{path.name}"
+    assert expected in nb.cells[0].source, f"{path.name}: first cell needs the Colab badge linking {expected}"
+    assert f'REPOSITORY = "{course_utils.REPOSITORY}"' in "\n".join(c.source for c in code_cells(path))
+
+
+GRPO_FIELDS = {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
+def grpo_config_keywords(source: str) -> set[str]:
+    tree = ast.parse(source)
+    return {
+        kw.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "GRPOConfig"
+        for kw in node.keywords
+        if kw.arg
+    }
+
+
+def test_api_drift_detector_catches_removed_parameters():
+    assert grpo_config_keywords("GRPOConfig(max_prompt_length=256, beta=0.0)") - GRPO_FIELDS == {"max_prompt_length"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_grpo_config_keywords_exist_in_installed_trl(path):
+    source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
+    unknown = grpo_config_keywords(source) - GRPO_FIELDS
+    assert not unknown, f"{path.name}: GRPOConfig has no parameter(s) {sorted(unknown)} in the installed TRL"
+
+
+def test_ruff_on_code_and_notebooks():
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    result = subprocess.run(
+        [ruff, "check", "course_utils", "tests", "scripts", "notebooks"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (REPO_ROOT / "README.md").read_text()
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "make test" in readme and re.search(r"^make test$", ci, re.M)

@@ -1,0 +1,52 @@
+import json
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from course_utils.plotting import LiveRewardPlot, metric_series, plot_metrics  # noqa: E402
+from course_utils.results import RESULTS_ENV, record_results  # noqa: E402
+
+HISTORY = [
+    {"step": 1, "reward": -100.0, "reward_std": 20.0, "loss": 0.0},
+    {"step": 2, "reward": -60.0, "reward_std": 15.0, "loss": 0.0},
+    {"train_runtime": 10.0, "step": 2},
+]
+
+
+def test_metric_series_and_plot():
+    assert metric_series(HISTORY, "reward") == ([1, 2], [-100.0, -60.0])
+    fig = plot_metrics(HISTORY, ["reward", "reward_std"])
+    assert len(fig.axes) == 2
+    assert list(fig.axes[0].lines[0].get_ydata()) == [-100.0, -60.0]
+
+
+def test_plot_names_missing_metrics():
+    with pytest.raises(KeyError, match=r"\['kl'\] were not logged.*'reward'"):
+        plot_metrics(HISTORY, ["reward", "kl"])
+
+
+def test_live_plot_collects_reward_and_std_outside_a_notebook():
+    class State:
+        global_step = 0
+
+    cb, state = LiveRewardPlot(), State()
+    for row in HISTORY:
+        state.global_step = row["step"]
+        cb.on_log(None, state, None, logs=row)
+    assert cb.steps == [1, 2] and cb.means == [-100.0, -60.0] and cb.stds == [20.0, 15.0]
+
+
+def test_record_results_writes_json_under_the_runner(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    record = record_results("00_demo", {"error_before": 100.0, "error_after": 30.123456}, {"halved": True}, seed=0)
+    saved = json.loads((tmp_path / "00_demo.json").read_text())
+    assert saved == record and saved["passed"] is True and saved["metrics"]["error_after"] == 30.1235
+    assert "[PASS] halved" in capsys.readouterr().out
+
+
+def test_record_results_fails_when_any_check_fails(monkeypatch):
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    record = record_results("00_demo", {"x": 1}, {"a": True, "b": False})
+    assert record["passed"] is False and record["checks"] == {"a": True, "b": False}

@@ -1,0 +1,60 @@
+import pytest
+
+from course_utils.hardware import Hardware
+from course_utils.presets import PRESET_ENV, PRESETS, get_preset
+
+CPU = Hardware("cpu", "cpu", "test CPU")
+T4 = Hardware("t4", "cuda", "Tesla T4")
+AMPERE = Hardware("gpu", "cuda", "NVIDIA A100")
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_holds_whole_groups(name):
+    p = PRESETS[name]
+    assert p.per_device_train_batch_size % p.num_generations == 0
+    assert p.num_generations >= 2 and p.prompts_per_step >= 1
+    assert not (p.bf16 and p.fp16)
+
+
+@pytest.mark.parametrize(("hardware", "expected"), [(CPU, "cpu"), (T4, "t4"), (AMPERE, "gpu")])
+def test_auto_picks_the_preset_for_the_hardware(hardware, expected, monkeypatch):
+    monkeypatch.delenv(PRESET_ENV, raising=False)
+    assert get_preset("auto", hardware).name == expected
+
+
+def test_precision_follows_the_hardware():
+    assert not PRESETS["cpu"].bf16 and not PRESETS["cpu"].fp16 and not PRESETS["cpu-ci"].bf16
+    assert PRESETS["t4"].fp16 and not PRESETS["t4"].bf16
+    assert PRESETS["gpu"].bf16
+    assert T4.fp16 and not T4.bf16 and AMPERE.bf16 and not CPU.bf16 and not CPU.fp16
+
+
+def test_environment_variable_overrides_auto(monkeypatch):
+    monkeypatch.setenv(PRESET_ENV, "cpu-ci")
+    assert get_preset("auto", CPU).name == "cpu-ci"
+    assert get_preset("cpu", CPU).name == "cpu"  # an explicit name wins
+
+
+def test_unknown_preset_lists_the_choices():
+    with pytest.raises(ValueError, match="Unknown preset 'cpu_ci'.*'cpu-ci'"):
+        get_preset("cpu_ci", CPU)
+
+
+def test_gpu_preset_on_cpu_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="no CUDA GPU was found. Use preset='cpu'"):
+        get_preset("gpu", CPU)
+    with pytest.raises(ValueError, match="needs bfloat16.*preset='t4'"):
+        get_preset("gpu", T4)
+
+
+def test_batch_must_hold_whole_groups():
+    with pytest.raises(ValueError, match="per_device_train_batch_size=10 is not divisible by num_generations=4"):
+        PRESETS["cpu-ci"].with_overrides(per_device_train_batch_size=10)
+    with pytest.raises(ValueError, match="at least 2 completions"):
+        PRESETS["cpu-ci"].with_overrides(num_generations=1, per_device_train_batch_size=8)
+    assert PRESETS["cpu-ci"].with_overrides(max_steps=3).max_steps == 3
+
+
+def test_unknown_override_is_named():
+    with pytest.raises(ValueError, match=r"Unknown preset field\(s\) \['num_generation'\]"):
+        PRESETS["cpu"].with_overrides(num_generation=4)
