@@ -1,0 +1,140 @@
+"""Reward functions the course teaches, with the signature ``GRPOTrainer`` calls.
+
+TRL calls each reward as ``reward(prompts=..., completions=..., <dataset columns>=..., **kwargs)`` and
+expects one float per completion. Completions are strings (standard format) or lists of chat messages
+(conversational format); every function here accepts both and returns a finite float for *any* text.
+
+Answer checking: inside ``<answer>…</answer>`` we require exactly one number, after removing the usual
+decorations (``1,234``, ``$12``, ``12.0``, ``\\boxed{5}``, a trailing full stop). We do not use math-verify
+here: it takes the *last* number of ``"1 2 3"``, which pays a model for printing several candidates (a
+reward hack notebook 07 shows), it reads ``1e3`` as 1, and its timeout relies on signals that fail in
+threads. For the integer and decimal answers of this course, a strict parser is the safer reward.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Completion = str | list[dict[str, Any]]
+
+#: The system prompt that asks for the course's reasoning/answer format.
+REASONING_SYSTEM_PROMPT = (
+    "Think step by step inside <reasoning> </reasoning> tags, then give only the final number inside "
+    "<answer> </answer> tags."
+)
+
+_FORMAT = re.compile(
+    r"\A\s*<reasoning>(?P<reasoning>.*?)</reasoning>\s*<answer>(?P<answer>.*?)</answer>\s*\Z", re.DOTALL
+)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$", re.ASCII)
+_PLACEHOLDER = re.compile(r"^[\s.…\[\]_-]*$")  # "...", "[...]", "___": the template copied, not reasoning
+
+
+def completion_text(completion: Completion) -> str:
+    """The text of one completion, in either TRL format."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content", "")
+        return content if isinstance(content, str) else str(content)
+    return ""
+
+
+def extract_answer(text: str) -> str | None:
+    """Content of the last ``<answer>…</answer>`` block, stripped, or None."""
+    found = _ANSWER.findall(text)
+    return found[-1].strip() if found else None
+
+
+def parse_number(text: str | None) -> float | None:
+    """The single number in ``text`` (``"1,234"``, ``"$12"``, ``"12.0"``, ``"\\boxed{5}"``), else None.
+
+    Text holding several numbers, words, or nothing gives None: a reward must not guess.
+    """
+    if text is None:
+        return None
+    s = text.strip()
+    boxed = re.fullmatch(r"\\boxed\{(.*)\}", s, re.DOTALL)
+    if boxed:
+        s = boxed.group(1).strip()
+    s = s.strip("$ ").rstrip(".").strip()
+    if s.startswith(("$", "-$", "+$")):
+        s = s.replace("$", "", 1)
+    if not _NUMBER.fullmatch(s):
+        return None
+    value = float(s.replace(",", ""))
+    return value if math.isfinite(value) else None
+
+
+def _texts(completions: Sequence[Completion]) -> list[str]:
+    return [completion_text(c) for c in completions]
+
+
+def strict_format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
+    """1.0 when the whole completion is ``<reasoning>…</reasoning><answer>N</answer>``, else 0.0.
+
+    Pays only when the reasoning is not a copied placeholder (``...``) and the answer is one number:
+    the two ways the course model was seen to game a plain format reward.
+    """
+    rewards = []
+    for text in _texts(completions):
+        match = _FORMAT.fullmatch(text)
+        ok = (
+            match is not None
+            and not _PLACEHOLDER.fullmatch(match["reasoning"])
+            and "<answer>" not in match["reasoning"]
+            and parse_number(match["answer"]) is not None
+        )
+        rewards.append(1.0 if ok else 0.0)
+    return rewards
+
+
+def soft_format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
+    """Partial credit toward the format, in [0, 1]: gives GRPO a gradient before any completion is perfect.
+
+    0.125 for each of the four tags appearing exactly once, 0.25 for them appearing in the right order,
+    and 0.25 when the answer holds exactly one number.
+    """
+    rewards = []
+    for text in _texts(completions):
+        tags = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
+        score = 0.125 * sum(text.count(tag) == 1 for tag in tags)
+        positions = [text.find(tag) for tag in tags]
+        if all(p >= 0 for p in positions) and positions == sorted(positions):
+            score += 0.25
+        if parse_number(extract_answer(text)) is not None:
+            score += 0.25
+        rewards.append(score)
+    return rewards
+
+
+def correctness_reward(completions: Sequence[Completion], answer: Sequence[Any], **kwargs: Any) -> list[float]:
+    """1.0 when the number in the last ``<answer>`` tag equals the dataset's ``answer`` column, else 0.0.
+
+    TRL passes the ``answer`` column as a keyword argument, one entry per completion.
+    """
+    if len(answer) != len(completions):
+        raise ValueError(
+            f"correctness_reward got {len(completions)} completions but {len(answer)} answers; the dataset "
+            "needs an 'answer' column (TRL passes dataset columns to rewards by name)."
+        )
+    rewards = []
+    for text, truth in zip(_texts(completions), answer, strict=True):
+        got, expected = parse_number(extract_answer(text)), parse_number(str(truth))
+        rewards.append(1.0 if got is not None and expected is not None and abs(got - expected) < 1e-6 else 0.0)
+    return rewards
+
+
+def make_length_reward(target_chars: int) -> Callable[..., list[float]]:
+    """Notebook 01's reward: minus the distance, in characters, from ``target_chars``."""
+    if target_chars < 0:
+        raise ValueError(f"target_chars must be >= 0, got {target_chars}.")
+
+    def length_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
+        return [-float(abs(len(text) - target_chars)) for text in _texts(completions)]
+
+    return length_reward

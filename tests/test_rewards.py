@@ -1,0 +1,117 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_utils.rewards import (
+    completion_text,
+    correctness_reward,
+    extract_answer,
+    make_length_reward,
+    parse_number,
+    soft_format_reward,
+    strict_format_reward,
+)
+
+
+def chat(text):
+    return [{"role": "assistant", "content": text}]
+
+
+GOOD = "<reasoning>\n2 plus 3 is 5.\n</reasoning>\n<answer>\n5\n</answer>"
+TEMPLATE_COPY = "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("5", 5), ("1,234", 1234), ("$12", 12), ("12.0", 12), ("\\boxed{5}", 5), ("-3", -3), (" 7. ", 7),
+     ("-$4", -4), ("0.25", 0.25)],
+)  # fmt: skip
+def test_parse_number_accepts_common_decorations(text, value):
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "1 2 3", "five", "12 apples", "1e3", "...", "1,23", "nan", "inf", None, "3/4"])
+def test_parse_number_refuses_to_guess(text):
+    assert parse_number(text) is None
+
+
+def test_extract_answer_takes_the_last_block():
+    assert extract_answer("<answer>1</answer> then <answer> 2 </answer>") == "2"
+    assert extract_answer("no tags") is None
+
+
+def test_strict_format():
+    assert strict_format_reward([GOOD, chat(GOOD)]) == [1.0, 1.0]
+    bad = [
+        TEMPLATE_COPY,  # the hack seen on the CPU: template copied with its placeholders
+        "<reasoning>\nok\n</reasoning>\n<answer>\nfive\n</answer>",  # answer is not a number
+        "Sure! " + GOOD,  # text before the tags
+        "<reasoning>x</reasoning>",  # no answer
+        "<reasoning><answer>1</answer></reasoning><answer>1</answer>",  # nested tags
+        "",
+    ]
+    assert strict_format_reward(bad) == [0.0] * len(bad)
+
+
+def test_soft_format_gives_partial_credit_in_order():
+    scores = soft_format_reward(["", "<reasoning>", "<reasoning>x</reasoning><answer>y</answer>", GOOD])
+    assert scores == [0.0, 0.125, 0.75, 1.0]
+    assert soft_format_reward([TEMPLATE_COPY]) == [0.75]  # the template alone never earns full credit
+
+
+def test_correctness():
+    completions = [GOOD, chat(GOOD), "<answer>$1,234</answer>", "<answer>1 2 5</answer>", "5", GOOD]
+    answers = ["5", "5", "1234", "5", "5", "6"]
+    assert correctness_reward(completions, answer=answers) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_correctness_names_the_missing_answer_column():
+    with pytest.raises(ValueError, match="needs an 'answer' column"):
+        correctness_reward([GOOD, GOOD], answer=["5"])
+
+
+def test_length_reward():
+    reward = make_length_reward(10)
+    assert reward(["x" * 10, chat("x" * 4), "x" * 25]) == [0.0, -6.0, -15.0]
+    assert reward.__name__ == "length_reward"  # TRL logs rewards under the function's name
+    with pytest.raises(ValueError, match="target_chars"):
+        make_length_reward(-1)
+
+
+def test_completion_text_handles_odd_shapes():
+    assert completion_text([]) == "" and completion_text([{"role": "assistant"}]) == ""
+    assert completion_text([{"role": "assistant", "content": ["not", "a string"]}]) == "['not', 'a string']"
+
+
+TAGS = st.sampled_from(["<reasoning>", "</reasoning>", "<answer>", "</answer>", "\\boxed{", "}", "$", ",", "."])
+TEXT = st.lists(st.one_of(st.text(max_size=30), TAGS, st.integers().map(str)), max_size=30).map("".join)
+FORMATS = st.one_of(TEXT, TEXT.map(chat))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FORMATS, min_size=1, max_size=6), st.lists(st.integers(-10_000, 10_000), min_size=6, max_size=6))
+def test_every_reward_returns_one_finite_float_per_completion(completions, truths):
+    answers = [str(t) for t in truths[: len(completions)]]
+    for reward in (strict_format_reward, soft_format_reward, make_length_reward(50)):
+        values = reward(completions)
+        assert len(values) == len(completions)
+        assert all(isinstance(v, float) and math.isfinite(v) for v in values)
+    values = correctness_reward(completions, answer=answers)
+    assert len(values) == len(completions) and set(values) <= {0.0, 1.0}
+    assert all(0.0 <= v <= 1.0 for v in soft_format_reward(completions))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(10**9), 10**9), st.text(alphabet="abc +-*=.\n", max_size=40))
+def test_a_correct_formatted_answer_always_scores(n, reasoning):
+    text = f"<reasoning>think {reasoning}</reasoning>\n<answer>{n:,}</answer>"
+    assert correctness_reward([text], answer=[str(n)]) == [1.0]
+    assert strict_format_reward([text]) == [1.0]
+
+
+def test_huge_and_unicode_inputs():
+    huge = "<answer>" + "9" * 5000 + "</answer>"
+    assert correctness_reward([huge], answer=["9"]) == [0.0]
+    assert strict_format_reward(["<reasoning>ü 名前 🙂</reasoning><answer>٣</answer>"]) == [0.0]
