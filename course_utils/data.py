@@ -48,12 +48,16 @@ class DatasetFormatError(ValueError):
     """A dataset row is not in the shape GRPO training expects. The message names row and column."""
 
 
-def length_prompts(n_train: int = 240, n_test: int = 40, seed: int = 0) -> DatasetDict:
+def length_prompts(
+    n_train: int = 240, n_test: int = 40, seed: int = 0, system_prompt: str | None = None
+) -> DatasetDict:
     """Open-ended prompts for the length lesson, as TRL conversational prompts.
 
     The topics are shuffled with ``seed`` and split so that no test topic appears in training.
-    Columns: ``prompt`` (list of chat messages) and ``topic``.
+    ``system_prompt``, when given, opens every conversation. Columns: ``prompt`` (list of chat
+    messages) and ``topic``.
     """
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     rng = random.Random(seed)
     topics = list(LENGTH_TOPICS)
     rng.shuffle(topics)
@@ -65,7 +69,7 @@ def length_prompts(n_train: int = 240, n_test: int = 40, seed: int = 0) -> Datas
         rng.shuffle(pairs)
         if n > len(pairs):
             raise ValueError(f"Asked for {n} prompts but only {len(pairs)} distinct ones exist for this split.")
-        return [{"prompt": [{"role": "user", "content": tpl.format(t=t)}], "topic": t} for t, tpl in pairs[:n]]
+        return [{"prompt": [*system, {"role": "user", "content": tpl.format(t=t)}], "topic": t} for t, tpl in pairs[:n]]
 
     return DatasetDict({"train": Dataset.from_list(rows(train_topics, n_train)),
                         "test": Dataset.from_list(rows(test_topics, n_test))})  # fmt: skip

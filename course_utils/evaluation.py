@@ -31,11 +31,14 @@ def generate(
     temperature: float = 1.0,
     seed: int = 0,
     progress: bool = True,
-) -> list[str]:
+    return_finished: bool = False,
+) -> list[str] | tuple[list[str], list[bool]]:
     """Complete each prompt (a string, or chat messages rendered with the chat template).
 
     Greedy by default (``do_sample=False``): deterministic, the usual way to report a metric.
     Sampling (``do_sample=True``) shows what GRPO sees during training.
+    With ``return_finished=True`` also returns, per completion, whether it ended on its own (an
+    end-of-sequence token) rather than being cut off at ``max_new_tokens``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -50,6 +53,8 @@ def generate(
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     completions: list[str] = []
+    finished: list[bool] = []
+    stop_ids = _stop_token_ids(model, tokenizer)
     try:
         batches = range(0, len(texts), batch_size)
         for start in tqdm(batches, desc="generating", disable=not progress, leave=False):
@@ -61,12 +66,22 @@ def generate(
             out = model.generate(
                 **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
             )
-            completions += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+            new_tokens = out[:, batch["input_ids"].shape[1] :]
+            completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+            finished += torch.isin(new_tokens, stop_ids).any(dim=1).tolist()
     finally:
         tokenizer.padding_side = padding_side
         torch.random.set_rng_state(generator_state)
         model.train(was_training)
-    return completions
+    return (completions, finished) if return_finished else completions
+
+
+def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    eos = model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return torch.tensor(sorted(ids), device=model.device)
 
 
 @dataclass(frozen=True)
@@ -91,13 +106,26 @@ def mean_with_ci(values: Sequence[float]) -> Estimate:
     return Estimate(mean, mean - half, mean + half, len(values))
 
 
-def length_report(completions: Sequence[str], target_chars: int) -> dict[str, Any]:
-    """Character lengths of completions and their distance from ``target_chars``."""
+def length_report(
+    completions: Sequence[str], target_chars: int, finished: Sequence[bool] | None = None
+) -> dict[str, Any]:
+    """Character lengths of completions, their distance from ``target_chars``, and two honesty checks.
+
+    ``finished_share`` (when ``finished`` is given) is the share of completions that ended on their own
+    rather than at the token budget; ``distinct_share`` is the share of different texts. A model that
+    games a length reward by filling the budget, or by giving every prompt the same reply, shows up here.
+    """
     lengths = [len(c) for c in completions]
     errors = [abs(n - target_chars) for n in lengths]
-    return {
+    report = {
         "lengths": lengths,
         "mean_length": statistics.fmean(lengths),
         "length_error": mean_with_ci(errors),
         "within_20pct": sum(e <= 0.2 * target_chars for e in errors) / len(errors),
+        "distinct_share": len(set(completions)) / len(completions),
     }
+    if finished is not None:
+        if len(finished) != len(completions):
+            raise ValueError(f"finished has {len(finished)} entries for {len(completions)} completions.")
+        report["finished_share"] = sum(map(bool, finished)) / len(finished)
+    return report

@@ -20,6 +20,13 @@ def test_length_prompts_are_seeded_and_held_out_by_topic():
     validate_prompt_dataset(a["test"])
 
 
+def test_length_prompts_can_open_with_a_system_prompt():
+    data = length_prompts(n_train=5, n_test=5, system_prompt="Be brief.")
+    assert all(row["prompt"][0] == {"role": "system", "content": "Be brief."} for row in data["test"])
+    assert length_prompts(n_train=5, n_test=5)["test"][0]["prompt"][0]["role"] == "user"
+    validate_prompt_dataset(data["train"])
+
+
 def test_length_prompts_refuse_more_rows_than_exist():
     with pytest.raises(ValueError, match="only .* distinct"):
         length_prompts(n_test=10_000)

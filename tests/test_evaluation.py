@@ -45,3 +45,22 @@ def test_sampled_generation_is_reproducible_by_seed(course_model):
 def test_generate_rejects_bad_batch_size(course_model):
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         generate(*course_model, PROMPTS, max_new_tokens=4, batch_size=0)
+
+
+def test_length_report_flags_budget_filling_and_collapse():
+    report = length_report(["same", "same", "other", "same"], target_chars=4, finished=[True, False, False, False])
+    assert report["finished_share"] == 0.25
+    assert report["distinct_share"] == 0.5
+    assert "finished_share" not in length_report(["a"], 1)
+    with pytest.raises(ValueError, match="finished has 1 entries for 2 completions"):
+        length_report(["a", "b"], 1, finished=[True])
+
+
+def test_generate_reports_which_completions_ended_on_their_own(course_model):
+    model, tokenizer = course_model
+    prompts = [[{"role": "user", "content": "Reply with the single word: yes"}]] * 2
+    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False, return_finished=True)
+    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False, return_finished=True)
+    assert cut_finished == [False, False]
+    assert full_finished == [True, True], full
+    assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))
