@@ -129,12 +129,29 @@ def correctness_reward(completions: Sequence[Completion], answer: Sequence[Any],
     return rewards
 
 
-def make_length_reward(target_chars: int) -> Callable[..., list[float]]:
-    """Notebook 01's reward: minus the distance, in characters, from ``target_chars``."""
+def make_length_reward(
+    target_chars: int, max_completion_length: int | None = None, truncation_penalty: float = 100.0
+) -> Callable[..., list[float]]:
+    """Notebook 01's reward: minus the distance, in characters, from ``target_chars``.
+
+    With ``max_completion_length`` set, a completion whose ``completion_ids`` (passed by TRL) reached that
+    budget was cut off, not finished, and loses ``truncation_penalty`` more: without it the course model
+    learned to fill the budget with tiny tokens that happened to add up to the target length.
+    """
     if target_chars < 0:
         raise ValueError(f"target_chars must be >= 0, got {target_chars}.")
 
-    def length_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
-        return [-float(abs(len(text) - target_chars)) for text in _texts(completions)]
+    def length_reward(
+        completions: Sequence[Completion], completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
+    ) -> list[float]:
+        rewards = [-float(abs(len(text) - target_chars)) for text in _texts(completions)]
+        if max_completion_length is not None:
+            if completion_ids is None:
+                raise ValueError("length_reward needs completion_ids (GRPOTrainer passes them) to detect truncation.")
+            rewards = [
+                r - truncation_penalty if len(ids) >= max_completion_length else r
+                for r, ids in zip(rewards, completion_ids, strict=True)
+            ]
+        return rewards
 
     return length_reward

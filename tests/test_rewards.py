@@ -80,6 +80,13 @@ def test_length_reward():
         make_length_reward(-1)
 
 
+def test_length_reward_penalises_completions_cut_off_by_the_budget():
+    reward = make_length_reward(10, max_completion_length=4, truncation_penalty=100.0)
+    assert reward(["x" * 10, "x" * 10], completion_ids=[[1, 2], [1, 2, 3, 4]]) == [0.0, -100.0]
+    with pytest.raises(ValueError, match="needs completion_ids"):
+        reward(["x"])
+
+
 def test_completion_text_handles_odd_shapes():
     assert completion_text([]) == "" and completion_text([{"role": "assistant"}]) == ""
     assert completion_text([{"role": "assistant", "content": ["not", "a string"]}]) == "['not', 'a string']"
