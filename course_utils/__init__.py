@@ -5,8 +5,10 @@
 * :mod:`course_utils.presets`: named run sizes per hardware (``cpu-ci``, ``cpu``, ``t4``, ``gpu``).
 * :mod:`course_utils.data`: seeded prompt sets, held-out splits, dataset validation.
 * :mod:`course_utils.evaluation`: batched generation and metrics on held-out prompts.
+* :mod:`course_utils.rewards`: the reward functions the lessons teach, with TRL's signature.
 * :mod:`course_utils.plotting`: live reward plot and plots of logged metrics.
 * :mod:`course_utils.results`: record what a notebook measured and whether its checks passed.
+* :mod:`course_utils.runner`: execute the notebooks headless (``make course`` and the tests).
 """
 
 __version__ = "0.1.0"
