@@ -12,6 +12,7 @@ STAMP := $(VENV)/.course-installed
 PRESET ?=
 NOTEBOOKS ?=
 PYTEST_ARGS ?=
+LAB_ARGS ?=
 
 .PHONY: setup course test unit lint lab clean-cache help
 
@@ -51,7 +52,7 @@ lint: $(STAMP)
 	$(PY) -m pytest tests/test_hygiene.py $(PYTEST_ARGS)
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
 
 clean-cache:
 	rm -rf $${GRPO_COURSE_CACHE:-$$HOME/.cache/grpo-course}
