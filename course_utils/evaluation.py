@@ -96,6 +96,10 @@ class Estimate:
     def __str__(self) -> str:
         return f"{self.mean:.1f} (95% CI {self.low:.1f}-{self.high:.1f}, n={self.n})"
 
+    def percent(self) -> str:
+        """For proportions: ``"50% (95% CI 30%-70%, n=20)"``."""
+        return f"{self.mean:.0%} (95% CI {self.low:.0%}-{self.high:.0%}, n={self.n})"
+
 
 def mean_with_ci(values: Sequence[float]) -> Estimate:
     values = [float(v) for v in values]
@@ -129,3 +133,32 @@ def length_report(
             raise ValueError(f"finished has {len(finished)} entries for {len(completions)} completions.")
         report["finished_share"] = sum(map(bool, finished)) / len(finished)
     return report
+
+
+def proportion_ci(successes: int, n: int, z: float = 1.96) -> Estimate:
+    """A success rate with its 95% Wilson interval (sensible at 0% and 100%, unlike the normal one)."""
+    if n <= 0:
+        raise ValueError("Cannot estimate a proportion from no trials.")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be between 0 and n={n}, got {successes}.")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
+
+
+def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[str, Estimate]:
+    """Strict format compliance and exact accuracy of reasoning/answer completions, with 95% intervals.
+
+    Uses the course's rewards as the definitions: "format" is :func:`course_utils.rewards.strict_format_reward`,
+    "accuracy" is :func:`course_utils.rewards.correctness_reward` (the last ``<answer>`` tag holds the number).
+    """
+    from course_utils.rewards import correctness_reward, strict_format_reward
+
+    if len(completions) != len(answers):
+        raise ValueError(f"{len(completions)} completions but {len(answers)} answers.")
+    n = len(completions)
+    formatted = int(sum(strict_format_reward(completions)))
+    correct = int(sum(correctness_reward(completions, answer=answers)))
+    return {"format": proportion_ci(formatted, n), "accuracy": proportion_ci(correct, n)}

@@ -64,3 +64,29 @@ def test_generate_reports_which_completions_ended_on_their_own(course_model):
     assert cut_finished == [False, False]
     assert full_finished == [True, True], full
     assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))
+
+
+def test_proportion_ci_is_wilson_and_stays_in_range():
+    from course_utils.evaluation import proportion_ci
+
+    zero, full, half = proportion_ci(0, 20), proportion_ci(20, 20), proportion_ci(10, 20)
+    assert zero.mean == 0 and zero.low == 0 and 0.1 < zero.high < 0.2  # Wilson: 0.161 for 0/20
+    assert full.high == 1 and 0.8 < full.low < 0.9
+    assert half.low == pytest.approx(0.2993, abs=1e-3) and half.high == pytest.approx(0.7007, abs=1e-3)
+    assert half.percent() == "50% (95% CI 30%-70%, n=20)"
+    with pytest.raises(ValueError, match="no trials"):
+        proportion_ci(0, 0)
+    with pytest.raises(ValueError, match="between 0 and n=3"):
+        proportion_ci(4, 3)
+
+
+def test_answer_report_counts_format_and_accuracy():
+    from course_utils.evaluation import answer_report
+
+    good = "<reasoning>3 plus 4</reasoning>\n<answer>7</answer>"
+    wrong = "<reasoning>3 plus 4</reasoning>\n<answer>8</answer>"
+    report = answer_report([good, wrong, "7", "<answer>7</answer>"], ["7", "7", "7", "7"])
+    assert report["format"].mean == 0.5 and report["accuracy"].mean == 0.5
+    assert report["format"].n == 4
+    with pytest.raises(ValueError, match="2 completions but 1 answers"):
+        answer_report([good, good], ["7"])
