@@ -96,19 +96,24 @@ def strict_format_reward(completions: Sequence[Completion], **kwargs: Any) -> li
 def soft_format_reward(completions: Sequence[Completion], **kwargs: Any) -> list[float]:
     """Partial credit toward the format, in [0, 1]: gives GRPO a gradient before any completion is perfect.
 
-    0.125 for each of the four tags appearing exactly once, 0.25 for them appearing in the right order,
-    and 0.25 when the answer holds exactly one number.
+    0.1 for each of the four tags appearing exactly once, 0.2 for the tags in the right order, 0.2 when the
+    answer holds exactly one number, and 0.2 when nothing stands outside the tags. The last part matters:
+    without it, a GRPO run on the course model kept full partial credit while moving its working in front
+    of the tags (``"4 + 7 = 11\\n<reasoning>…"``), and strict format fell from 69% to 0%.
     """
+    tags = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
     rewards = []
     for text in _texts(completions):
-        tags = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
-        score = 0.125 * sum(text.count(tag) == 1 for tag in tags)
+        score = 0.1 * sum(text.count(tag) == 1 for tag in tags)
         positions = [text.find(tag) for tag in tags]
-        if all(p >= 0 for p in positions) and positions == sorted(positions):
-            score += 0.25
+        in_order = all(p >= 0 for p in positions) and positions == sorted(positions)
+        if in_order:
+            score += 0.2
         if parse_number(extract_answer(text)) is not None:
-            score += 0.25
-        rewards.append(score)
+            score += 0.2
+        if in_order and not text[: positions[0]].strip() and not text[positions[3] + len(tags[3]) :].strip():
+            score += 0.2
+        rewards.append(round(score, 6))
     return rewards
 
 

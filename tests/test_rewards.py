@@ -57,8 +57,10 @@ def test_strict_format():
 
 def test_soft_format_gives_partial_credit_in_order():
     scores = soft_format_reward(["", "<reasoning>", "<reasoning>x</reasoning><answer>y</answer>", GOOD])
-    assert scores == [0.0, 0.125, 0.75, 1.0]
-    assert soft_format_reward([TEMPLATE_COPY]) == [0.75]  # the template alone never earns full credit
+    assert scores == [0.0, 0.1, 0.8, 1.0]
+    assert soft_format_reward([TEMPLATE_COPY]) == [0.8]  # the template alone never earns full credit
+    # working written in front of the tags (seen in a GRPO run) loses the "nothing outside" part
+    assert soft_format_reward(["4 + 7 = 11\n\n" + GOOD, GOOD + " Hope this helps!"]) == [0.8, 0.8]
 
 
 def test_correctness():
