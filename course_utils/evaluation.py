@@ -55,14 +55,16 @@ def generate(
     completions: list[str] = []
     finished: list[bool] = []
     stop_ids = _stop_token_ids(model, tokenizer)
+    if do_sample:
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+    else:  # None clears any sampling defaults the model's generation_config carries
+        sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
     try:
         batches = range(0, len(texts), batch_size)
         for start in tqdm(batches, desc="generating", disable=not progress, leave=False):
             batch = tokenizer(
                 texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
             ).to(model.device)
-            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if do_sample else {
-                "do_sample": False, "temperature": None, "top_p": None, "top_k": None}  # fmt: skip
             out = model.generate(
                 **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
             )
