@@ -16,6 +16,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from course_utils.rewards import correctness_reward, strict_format_reward
+
 Prompt = str | list[dict[str, str]]
 
 
@@ -156,8 +158,6 @@ def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[st
     Uses the course's rewards as the definitions: "format" is :func:`course_utils.rewards.strict_format_reward`,
     "accuracy" is :func:`course_utils.rewards.correctness_reward` (the last ``<answer>`` tag holds the number).
     """
-    from course_utils.rewards import correctness_reward, strict_format_reward
-
     if len(completions) != len(answers):
         raise ValueError(f"{len(completions)} completions but {len(answers)} answers.")
     n = len(completions)

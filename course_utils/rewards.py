@@ -62,7 +62,7 @@ def parse_number(text: str | None) -> float | None:
     if boxed:
         s = boxed.group(1).strip()
     s = s.strip("$ ").rstrip(".").strip()
-    if s.startswith(("$", "-$", "+$")):
+    if s.startswith(("-$", "+$")):  # a leading "$" is already stripped above
         s = s.replace("$", "", 1)
     if not _NUMBER.fullmatch(s):
         return None
