@@ -5,7 +5,8 @@ held-out ("test") split never shares a question with the training split.
 
 * :func:`length_prompts`: open-ended questions for the length lesson (notebook 01). Train and
   test use disjoint topics, so "held-out" means topics the model never trained on.
-* :func:`arithmetic_problems`: graded arithmetic with exact integer answers (later lessons).
+* :func:`arithmetic_problems`: graded arithmetic with exact integer answers (later lessons), and
+  :func:`worked_examples`: formatted solutions for a supervised warm start.
 * :func:`to_conversational` and :func:`validate_prompt_dataset`: TRL's conversational format,
   checked row by row with errors that name the row and the column.
 """
@@ -75,26 +76,28 @@ def length_prompts(
                         "test": Dataset.from_list(rows(test_topics, n_test))})  # fmt: skip
 
 
-def _problem(level: str, rng: random.Random) -> tuple[str, int]:
+def _problem(level: str, rng: random.Random) -> tuple[str, int, str]:
+    """One question, its integer answer, and a one-line worked solution."""
     if level == "add1":
         a, b = rng.randint(0, 9), rng.randint(0, 9)
-        return f"What is {a} + {b}?", a + b
+        return f"What is {a} + {b}?", a + b, f"{a} plus {b} equals {a + b}."
     if level == "add2":
         a, b = rng.randint(10, 99), rng.randint(10, 99)
-        return f"What is {a} + {b}?", a + b
+        return f"What is {a} + {b}?", a + b, f"{a} plus {b} equals {a + b}."
     if level == "mixed2":
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         if rng.random() < 0.5:
-            return f"What is {a} + {b}?", a + b
+            return f"What is {a} + {b}?", a + b, f"{a} plus {b} equals {a + b}."
         a, b = max(a, b), min(a, b)
-        return f"What is {a} - {b}?", a - b
+        return f"What is {a} - {b}?", a - b, f"{a} minus {b} equals {a - b}."
     if level == "word2":
         name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
         start, got, gave = rng.randint(5, 30), rng.randint(2, 20), rng.randint(1, 9)
         question = (
             f"{name} has {start} {item}, gets {got} more, then gives away {gave}. How many {item} does {name} have now?"
         )
-        return question, start + got - gave
+        answer = start + got - gave
+        return question, answer, f"{start} plus {got} equals {start + got}. {start + got} minus {gave} equals {answer}."
     raise ValueError(f"Unknown arithmetic level {level!r}; choose one of {ARITHMETIC_LEVELS}.")
 
 
@@ -103,12 +106,13 @@ def arithmetic_problems(level: str = "add1", n_train: int = 200, n_test: int = 6
 
     Levels: ``add1`` (one-digit addition), ``add2`` (two-digit addition), ``mixed2`` (two-digit
     addition and subtraction), ``word2`` (two-step word problems). Columns: ``question`` and
-    ``answer`` (the integer as a string). Test questions never appear in the training split.
+    ``answer`` (the integer as a string), and ``reasoning`` (a one-line worked solution, used for the
+    supervised warm start of notebooks 02 and 04). Test questions never appear in the training split.
     """
     if level not in ARITHMETIC_LEVELS:
         raise ValueError(f"Unknown arithmetic level {level!r}; choose one of {ARITHMETIC_LEVELS}.")
     rng = random.Random(f"{seed}-{level}")
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     attempts = 0
     while len(seen) < n_train + n_test:
         attempts += 1
@@ -117,12 +121,39 @@ def arithmetic_problems(level: str = "add1", n_train: int = 200, n_test: int = 6
                 f"Level {level!r} has only {len(seen)} distinct questions; ask for fewer than "
                 f"n_train + n_test = {n_train + n_test}."
             )
-        question, answer = _problem(level, rng)
-        seen.setdefault(question, answer)
+        question, answer, reasoning = _problem(level, rng)
+        seen.setdefault(question, (answer, reasoning))
     items = list(seen.items())
     test, train = items[:n_test], items[n_test:]
-    as_rows = lambda pairs: [{"question": q, "answer": str(a)} for q, a in pairs]  # noqa: E731
+    as_rows = lambda pairs: [{"question": q, "answer": str(a), "reasoning": r} for q, (a, r) in pairs]  # noqa: E731
     return DatasetDict({"train": Dataset.from_list(as_rows(train)), "test": Dataset.from_list(as_rows(test))})
+
+
+def format_solution(reasoning: str, answer: str | int) -> str:
+    """A completion in the course's reasoning/answer format (what the format rewards pay for)."""
+    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+
+
+def worked_examples(dataset: Dataset, n: int, system_prompt: str | None = None) -> Dataset:
+    """``n`` supervised prompt/completion pairs (conversational) for ``SFTTrainer``, from the first rows.
+
+    ``dataset`` needs ``question``, ``answer`` and ``reasoning`` columns, as :func:`arithmetic_problems`
+    returns. The completion is :func:`format_solution`: a warm start that shows the model the format.
+    """
+    missing = {"question", "answer", "reasoning"} - set(dataset.column_names)
+    if missing:
+        raise DatasetFormatError(
+            f"worked_examples needs columns {sorted(missing)}; the dataset has {dataset.column_names}."
+        )
+    if not 1 <= n <= len(dataset):
+        raise ValueError(f"n must be between 1 and the {len(dataset)} rows of the dataset, got {n}.")
+    rows = []
+    for row in dataset.select(range(n)):
+        prompt = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        prompt.append({"role": "user", "content": row["question"]})
+        completion = [{"role": "assistant", "content": format_solution(row["reasoning"], row["answer"])}]
+        rows.append({"prompt": prompt, "completion": completion})
+    return Dataset.from_list(rows)
 
 
 def to_conversational(

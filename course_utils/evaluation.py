@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -164,3 +165,43 @@ def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[st
     formatted = int(sum(strict_format_reward(completions)))
     correct = int(sum(correctness_reward(completions, answer=answers)))
     return {"format": proportion_ci(formatted, n), "accuracy": proportion_ci(correct, n)}
+
+
+def evaluate_answers(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Any,
+    *,
+    max_new_tokens: int,
+    batch_size: int = 64,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[dict[str, Estimate], list[str]]:
+    """Generate for every row of ``dataset`` (``prompt`` and ``answer`` columns) and score the answers.
+
+    Returns :func:`answer_report`'s ``{"format": ..., "accuracy": ...}`` and the completions, so a notebook
+    can print both the numbers and what the model wrote.
+    """
+    missing = {"prompt", "answer"} - set(dataset.column_names)
+    if missing:
+        raise ValueError(f"evaluate_answers needs columns {sorted(missing)}; the dataset has {dataset.column_names}.")
+    completions = generate(
+        model, tokenizer, dataset["prompt"], max_new_tokens=max_new_tokens, batch_size=batch_size,
+        do_sample=do_sample, temperature=temperature, seed=seed, progress=progress,
+    )  # fmt: skip
+    return answer_report(completions, dataset["answer"]), completions
+
+
+def comparison_table(measurements: dict[str, dict[str, Estimate]]) -> pd.DataFrame:
+    """A small table (a pandas DataFrame), one row per model or stage, each cell "mean% (95% CI)".
+
+    ``measurements`` maps a row label (e.g. ``"base"``, ``"after GRPO"``) to a report such as
+    :func:`answer_report` returns. Every report must have the same metrics.
+    """
+    metrics = [list(report) for report in measurements.values()]
+    if any(m != metrics[0] for m in metrics):
+        raise ValueError(f"Every row needs the same metrics; got {metrics}.")
+    rows = {label: {k: v.percent() for k, v in report.items()} for label, report in measurements.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")

@@ -5,6 +5,10 @@ steps, precision, evaluation set size). Notebooks read the fields into their own
 so that the TRL code stays visible; the preset only decides the numbers.
 
 ``cpu-ci`` is the smallest run that still demonstrates learning; the test suite uses it.
+
+Presets come per *task*, because a lesson's task decides how long completions are and how many
+steps learning takes: ``"length"`` (notebook 01: short free-text answers) and ``"arithmetic"``
+(notebooks 02 and 04: reasoning/answer completions after a supervised warm start).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class Preset:
         return _validated(replace(self, **changes))
 
 
+#: Sizes for notebook 01's length task.
 PRESETS: dict[str, Preset] = {
     "cpu-ci": Preset(
         name="cpu-ci",
@@ -90,6 +95,55 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+#: Sizes for the arithmetic tasks (notebooks 02 and 04). A formatted one-digit answer takes about 30 tokens,
+#: so 48 leaves room; four prompts per step made a correct completion appear in most steps on the CPU.
+ARITHMETIC_PRESETS: dict[str, Preset] = {
+    "cpu-ci": Preset(
+        name="cpu-ci",
+        description="Smallest run that still shows learning; used by `make test` (2 CPU cores).",
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_completion_length=48,
+        max_steps=12,
+        n_eval=48,
+        eval_batch_size=48,
+    ),
+    "cpu": Preset(
+        name="cpu",
+        description="A laptop or CI runner without a GPU; default of `make course` there.",
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_completion_length=48,
+        max_steps=20,
+        n_eval=64,
+        eval_batch_size=64,
+    ),
+    "t4": Preset(
+        name="t4",
+        description="Colab's free T4 (16 GB, no bfloat16): fp16 mixed precision.",
+        num_generations=8,
+        per_device_train_batch_size=32,
+        max_completion_length=64,
+        max_steps=30,
+        n_eval=64,
+        eval_batch_size=64,
+        fp16=True,
+    ),
+    "gpu": Preset(
+        name="gpu",
+        description="Ampere or newer (A100, L4, H100, RTX 30xx+): bfloat16.",
+        num_generations=8,
+        per_device_train_batch_size=64,
+        max_completion_length=64,
+        max_steps=30,
+        n_eval=64,
+        eval_batch_size=64,
+        bf16=True,
+    ),
+}
+
+TASKS: dict[str, dict[str, Preset]] = {"length": PRESETS, "arithmetic": ARITHMETIC_PRESETS}
+
 _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 
 
@@ -114,17 +168,20 @@ def _validated(preset: Preset) -> Preset:
     return preset
 
 
-def get_preset(name: str = "auto", hardware: Hardware | None = None) -> Preset:
-    """Return a preset by name; ``"auto"`` picks the one for this machine.
+def get_preset(name: str = "auto", hardware: Hardware | None = None, task: str = "length") -> Preset:
+    """Return the preset ``name`` for ``task``; ``"auto"`` picks the one for this machine.
 
     ``"auto"`` honours the ``COURSE_PRESET`` environment variable first, so an instructor can
     switch every notebook to ``cpu-ci`` without editing them.
     """
+    if task not in TASKS:
+        raise ValueError(f"Unknown task {task!r}. Choose one of: {', '.join(map(repr, TASKS))}.")
+    presets = TASKS[task]
     if name == "auto":
         name = os.environ.get(PRESET_ENV) or _DEFAULT_FOR_HARDWARE[(hardware or detect_hardware()).kind]
-    if name not in PRESETS:
-        raise ValueError(f"Unknown preset {name!r}. Choose one of: 'auto', {', '.join(map(repr, PRESETS))}.")
-    preset = PRESETS[name]
+    if name not in presets:
+        raise ValueError(f"Unknown preset {name!r}. Choose one of: 'auto', {', '.join(map(repr, presets))}.")
+    preset = presets[name]
     hw = hardware or detect_hardware()
     if (preset.bf16 or preset.fp16) and hw.kind == "cpu":
         raise ValueError(

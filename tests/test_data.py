@@ -8,7 +8,9 @@ from course_utils.data import (
     length_prompts,
     to_conversational,
     validate_prompt_dataset,
+    worked_examples,
 )
+from course_utils.rewards import correctness_reward, strict_format_reward
 
 
 def test_length_prompts_are_seeded_and_held_out_by_topic():
@@ -105,3 +107,25 @@ def test_validation_rejects_message_without_content():
 def test_validation_rejects_empty_dataset():
     with pytest.raises(DatasetFormatError, match="no rows"):
         validate_prompt_dataset(Dataset.from_dict({"prompt": []}))
+
+
+@pytest.mark.parametrize("level", ARITHMETIC_LEVELS)
+def test_worked_examples_are_formatted_correct_solutions(level):
+    data = arithmetic_problems(level, n_train=20, n_test=5, seed=2)
+    examples = worked_examples(data["train"], n=12, system_prompt="Use tags.")
+    assert len(examples) == 12 and examples.column_names == ["prompt", "completion"]
+    completions = examples["completion"]
+    assert strict_format_reward(completions) == [1.0] * 12
+    assert correctness_reward(completions, answer=data["train"]["answer"][:12]) == [1.0] * 12
+    assert examples[0]["prompt"] == [
+        {"role": "system", "content": "Use tags."},
+        {"role": "user", "content": data["train"][0]["question"]},
+    ]
+
+
+def test_worked_examples_name_missing_columns_and_bad_sizes():
+    data = arithmetic_problems("add1", n_train=10, n_test=5)
+    with pytest.raises(DatasetFormatError, match=r"needs columns \['reasoning'\]"):
+        worked_examples(data["train"].remove_columns("reasoning"), n=2)
+    with pytest.raises(ValueError, match="between 1 and the 10 rows"):
+        worked_examples(data["train"], n=11)

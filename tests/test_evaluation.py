@@ -90,3 +90,36 @@ def test_answer_report_counts_format_and_accuracy():
     assert report["format"].n == 4
     with pytest.raises(ValueError, match="2 completions but 1 answers"):
         answer_report([good, good], ["7"])
+
+
+def test_comparison_table_has_one_row_per_measurement():
+    from course_utils.evaluation import answer_report, comparison_table
+
+    good = "<reasoning>3 plus 4</reasoning>\n<answer>7</answer>"
+    table = comparison_table(
+        {"base": answer_report(["7", "8"], ["7", "7"]), "trained": answer_report([good, good], ["7", "7"])}
+    )
+    assert list(table.index) == ["base", "trained"] and list(table.columns) == ["format", "accuracy"]
+    assert table.loc["trained", "accuracy"].startswith("100% (95% CI")
+    assert table.loc["base", "format"].startswith("0% (95% CI 0%-")
+    with pytest.raises(ValueError, match="same metrics"):
+        comparison_table({"a": {"format": table_est()}, "b": {"accuracy": table_est()}})
+
+
+def table_est():
+    from course_utils.evaluation import proportion_ci
+
+    return proportion_ci(1, 2)
+
+
+def test_evaluate_answers_scores_what_it_generated(course_model):
+    from datasets import Dataset
+
+    from course_utils.evaluation import answer_report, evaluate_answers
+
+    rows = Dataset.from_list([{"prompt": p, "answer": "4"} for p in PROMPTS])
+    report, completions = evaluate_answers(*course_model, rows, max_new_tokens=6, progress=False)
+    assert len(completions) == len(PROMPTS)
+    assert report == answer_report(completions, ["4"] * len(PROMPTS))
+    with pytest.raises(ValueError, match=r"needs columns \['answer'\]"):
+        evaluate_answers(*course_model, rows.remove_columns("answer"), max_new_tokens=2)

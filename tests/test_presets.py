@@ -1,16 +1,20 @@
 import pytest
 
 from course_utils.hardware import Hardware
-from course_utils.presets import PRESET_ENV, PRESETS, get_preset
+from course_utils.presets import PRESET_ENV, PRESETS, TASKS, get_preset
 
 CPU = Hardware("cpu", "cpu", "test CPU")
 T4 = Hardware("t4", "cuda", "Tesla T4")
 AMPERE = Hardware("gpu", "cuda", "NVIDIA A100")
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
-def test_every_preset_holds_whole_groups(name):
-    p = PRESETS[name]
+ALL = [(task, name) for task, presets in TASKS.items() for name in presets]
+
+
+@pytest.mark.parametrize(("task", "name"), ALL)
+def test_every_preset_holds_whole_groups(task, name):
+    p = TASKS[task][name]
+    assert p.name == name
     assert p.per_device_train_batch_size % p.num_generations == 0
     assert p.num_generations >= 2 and p.prompts_per_step >= 1
     assert not (p.bf16 and p.fp16)
@@ -20,6 +24,21 @@ def test_every_preset_holds_whole_groups(name):
 def test_auto_picks_the_preset_for_the_hardware(hardware, expected, monkeypatch):
     monkeypatch.delenv(PRESET_ENV, raising=False)
     assert get_preset("auto", hardware).name == expected
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_has_the_same_preset_names_and_precision(task):
+    assert list(TASKS[task]) == list(PRESETS)
+    for name, p in TASKS[task].items():
+        assert (p.bf16, p.fp16) == (PRESETS[name].bf16, PRESETS[name].fp16)
+
+
+def test_task_selects_its_presets_and_unknown_tasks_are_named(monkeypatch):
+    monkeypatch.delenv(PRESET_ENV, raising=False)
+    assert get_preset("cpu-ci", CPU, task="arithmetic") == TASKS["arithmetic"]["cpu-ci"]
+    assert get_preset("cpu-ci", CPU) == PRESETS["cpu-ci"]
+    with pytest.raises(ValueError, match="Unknown task 'maths'.*'arithmetic'"):
+        get_preset("cpu", CPU, task="maths")
 
 
 def test_precision_follows_the_hardware():
