@@ -54,6 +54,42 @@ def plot_metrics(
     return fig
 
 
+def compare_runs(
+    histories: dict[str, Sequence[dict[str, Any]]],
+    keys: Sequence[str] = ("reward", "reward_std", "frac_reward_zero_std"),
+    columns: int = 4,
+    title: str | None = None,
+):
+    """Runs side by side: one panel per metric, one line per run (``label -> trainer.state.log_history``).
+
+    A metric a run did not log (e.g. ``kl`` when ``beta=0``) is left out of that run's lines, not an error.
+    """
+    if not histories:
+        raise ValueError("compare_runs needs at least one run.")
+    logged = {k for history in histories.values() for row in history for k in row}
+    missing = [k for k in keys if k not in logged]
+    if missing:
+        raise KeyError(f"Metric(s) {missing} were logged by none of the runs. Logged metrics: {sorted(logged)}")
+    rows = -(-len(keys) // columns)
+    fig, axes = plt.subplots(rows, min(columns, len(keys)), figsize=(4.2 * min(columns, len(keys)), 3.0 * rows),
+                             squeeze=False)  # fmt: skip
+    for ax, key in zip(axes.flat, keys, strict=False):  # the grid may have spare panels
+        for label, history in histories.items():
+            steps, values = metric_series(history, key)
+            if steps:
+                ax.plot(steps, values, marker="o", markersize=2, label=label)
+        ax.set_title(METRIC_LABELS.get(key, key), fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 class LiveRewardPlot(TrainerCallback):
     """Redraws the mean reward (± within-group std) in the notebook at every logging step.
 

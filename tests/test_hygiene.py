@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from trl import GRPOConfig
+from trl import GRPOConfig, SFTConfig
 
 import course_utils
 from course_utils.runner import REPO_ROOT, course_notebooks
@@ -46,29 +46,35 @@ def test_colab_badge_and_setup_match_the_repository_setting(path):
     assert f'REPOSITORY = "{course_utils.REPOSITORY}"' in "\n".join(c.source for c in code_cells(path))
 
 
-GRPO_FIELDS = {f.name for f in dataclasses.fields(GRPOConfig)}
+CONFIG_FIELDS = {cls.__name__: {f.name for f in dataclasses.fields(cls)} for cls in (GRPOConfig, SFTConfig)}
 
 
-def grpo_config_keywords(source: str) -> set[str]:
+def config_keywords(source: str, config: str = "GRPOConfig") -> set[str]:
+    """Keywords passed to ``config(...)`` calls in ``source``; a ``**mapping`` is refused (it hides them)."""
     tree = ast.parse(source)
-    return {
-        kw.arg
+    calls = [
+        node
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "GRPOConfig"
-        for kw in node.keywords
-        if kw.arg
-    }
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == config
+    ]
+    if any(kw.arg is None for call in calls for kw in call.keywords):
+        return {"**<mapping>: write the keywords out, so this test can check them"}
+    return {kw.arg for call in calls for kw in call.keywords}
 
 
 def test_api_drift_detector_catches_removed_parameters():
-    assert grpo_config_keywords("GRPOConfig(max_prompt_length=256, beta=0.0)") - GRPO_FIELDS == {"max_prompt_length"}
+    fields = CONFIG_FIELDS["GRPOConfig"]
+    assert config_keywords("GRPOConfig(max_prompt_length=256, beta=0.0)") - fields == {"max_prompt_length"}
+    assert config_keywords("GRPOConfig(**settings)") - fields
+    assert config_keywords("SFTConfig(max_seq_length=64)", "SFTConfig") - CONFIG_FIELDS["SFTConfig"]
 
 
+@pytest.mark.parametrize("config", list(CONFIG_FIELDS))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
-def test_grpo_config_keywords_exist_in_installed_trl(path):
+def test_config_keywords_exist_in_installed_trl(path, config):
     source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
-    unknown = grpo_config_keywords(source) - GRPO_FIELDS
-    assert not unknown, f"{path.name}: GRPOConfig has no parameter(s) {sorted(unknown)} in the installed TRL"
+    unknown = config_keywords(source, config) - CONFIG_FIELDS[config]
+    assert not unknown, f"{path.name}: {config} has no parameter(s) {sorted(unknown)} in the installed TRL"
 
 
 def test_ruff_on_code_and_notebooks():

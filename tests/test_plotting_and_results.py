@@ -27,6 +27,20 @@ def test_plot_names_missing_metrics():
         plot_metrics(HISTORY, ["reward", "kl"])
 
 
+def test_compare_runs_draws_one_line_per_run_and_skips_unlogged_metrics():
+    from course_utils.plotting import compare_runs
+
+    a = [{"step": 1, "reward": -5.0, "kl": 0.1}, {"step": 2, "reward": -3.0, "kl": 0.2}]
+    b = [{"step": 1, "reward": -6.0}, {"step": 2, "reward": -6.0}]
+    fig = compare_runs({"a": a, "b": b}, ["reward", "kl"])
+    reward_ax, kl_ax = fig.axes[:2]
+    assert len(reward_ax.lines) == 2 and len(kl_ax.lines) == 1
+    with pytest.raises(KeyError, match="entropy"):
+        compare_runs({"a": a}, ["entropy"])
+    with pytest.raises(ValueError, match="at least one run"):
+        compare_runs({})
+
+
 def test_live_plot_collects_reward_and_std_outside_a_notebook():
     class State:
         global_step = 0
