@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+from datasets import Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -170,7 +171,7 @@ def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[st
 def evaluate_answers(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    dataset: Any,
+    dataset: Dataset,
     *,
     max_new_tokens: int,
     batch_size: int = 64,
