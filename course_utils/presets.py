@@ -7,7 +7,7 @@ so that the TRL code stays visible; the preset only decides the numbers.
 ``cpu-ci`` is the smallest run that still demonstrates learning; the test suite uses it.
 
 Presets come per *task*, because a lesson's task decides how long completions are and how many
-steps learning takes: ``"length"`` (notebook 01: short free-text answers) and ``"arithmetic"``
+steps learning takes: ``"length"`` (notebooks 01 and 05: short free-text answers) and ``"arithmetic"``
 (notebooks 02 and 04: reasoning/answer completions after a supervised warm start).
 """
 
@@ -48,7 +48,7 @@ class Preset:
         return _validated(replace(self, **changes))
 
 
-#: Sizes for notebook 01's length task.
+#: Sizes for the length task (notebooks 01 and 05).
 PRESETS: dict[str, Preset] = {
     "cpu-ci": Preset(
         name="cpu-ci",
