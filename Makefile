@@ -14,13 +14,14 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab clean-cache help
+.PHONY: setup course test unit lint lab doctor clean-cache help
 
 help:
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
 	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
+	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 
 setup: $(STAMP)
 
@@ -50,6 +51,9 @@ unit: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m pytest tests/test_hygiene.py $(PYTEST_ARGS)
+
+doctor: $(STAMP)
+	$(PY) -m course_utils.doctor --load
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/

@@ -17,6 +17,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 
 from course_utils.hardware import Hardware, detect_hardware
+from course_utils.preflight import PreflightError, check_batch
 
 #: Environment variable that overrides ``preset="auto"`` (e.g. ``COURSE_PRESET=cpu-ci make lab``).
 PRESET_ENV = "COURSE_PRESET"
@@ -148,18 +149,10 @@ _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 
 
 def _validated(preset: Preset) -> Preset:
-    g, b = preset.num_generations, preset.per_device_train_batch_size
-    if g < 2:
-        raise ValueError(
-            f"Preset {preset.name!r}: num_generations={g}; GRPO needs at least 2 completions per "
-            "prompt to compare them (set num_generations >= 2)."
-        )
-    if b % g:
-        raise ValueError(
-            f"Preset {preset.name!r}: per_device_train_batch_size={b} is not divisible by "
-            f"num_generations={g}. The batch counts completions, so it must hold whole groups: "
-            f"use a multiple of {g}, e.g. {g * max(1, b // g)}."
-        )
+    try:
+        check_batch(preset.num_generations, preset.per_device_train_batch_size)
+    except PreflightError as error:
+        raise ValueError(f"Preset {preset.name!r}: {error}") from None
     if preset.bf16 and preset.fp16:
         raise ValueError(f"Preset {preset.name!r}: choose bf16 or fp16, not both.")
     for field in ("max_completion_length", "max_steps", "n_eval", "eval_batch_size"):

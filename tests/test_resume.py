@@ -1,0 +1,95 @@
+"""Interrupted GRPO training resumes from its last checkpoint and ends where an uninterrupted run ends.
+
+A run is stopped after step 2 of 4 (as a closed laptop or a killed Colab runtime would stop it), a new
+trainer resumes it with ``resume_from_checkpoint=True``, and the result is compared with the same run done
+in one go: the same final step, a log with every step exactly once, and the same logged rewards and weights.
+"""
+
+import torch
+from transformers import TrainerCallback, set_seed
+from trl import GRPOConfig, GRPOTrainer
+
+from course_utils.data import length_prompts
+from course_utils.models import load_model
+from course_utils.rewards import make_length_reward
+
+STEPS = 4
+
+
+class StopAfter(TrainerCallback):
+    """Stop training after ``step`` optimizer steps, as an interruption would."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+
+
+class RecordSteps(TrainerCallback):
+    """Remember which optimizer steps this trainer actually ran."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+def _trainer(output_dir, callbacks=()):
+    set_seed(0)
+    model, tokenizer = load_model("embedded", verbose=False)
+    config = GRPOConfig(
+        output_dir=str(output_dir),
+        learning_rate=5e-5,
+        lr_scheduler_type="constant",
+        max_steps=STEPS,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        beta=0.0,
+        bf16=False,
+        activation_checkpointing=False,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=2,
+        report_to="none",
+        seed=0,
+        disable_tqdm=True,
+    )
+    data = length_prompts(seed=0, n_train=16, n_test=4, system_prompt="Answer in one short sentence.")
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=make_length_reward(50, max_completion_length=8),
+        args=config,
+        train_dataset=data["train"],
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+
+
+def _steps_and_rewards(trainer):
+    return [(row["step"], row["reward"]) for row in trainer.state.log_history if "reward" in row]
+
+
+def test_a_stopped_run_resumes_to_the_same_end(tmp_path):
+    straight = _trainer(tmp_path / "straight")
+    straight.train()
+
+    interrupted = _trainer(tmp_path / "resumed", callbacks=[StopAfter(2)])
+    interrupted.train()
+    assert interrupted.state.global_step == 2
+    assert (tmp_path / "resumed" / "checkpoint-2").is_dir()
+
+    ran = RecordSteps()
+    resumed = _trainer(tmp_path / "resumed", callbacks=[ran])
+    resumed.train(resume_from_checkpoint=True)  # the latest checkpoint in output_dir
+
+    assert ran.steps == [3, 4], "the resumed trainer must run only the steps the interruption left"
+    assert resumed.state.global_step == straight.state.global_step == STEPS
+    logged = _steps_and_rewards(resumed)
+    assert [step for step, _ in logged] == list(range(1, STEPS + 1)), "every step logged exactly once"
+    assert logged == _steps_and_rewards(straight), "the resumed run logged what the uninterrupted run logged"
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6), f"{name} differs after resuming"
