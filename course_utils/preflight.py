@@ -9,12 +9,16 @@ before the trainer is built, and raises :class:`PreflightError` listing every pr
 - the length budget: the longest prompt plus ``max_completion_length`` fits the model's context;
 - the batch arithmetic: groups of at least 2, and whole groups in every generation batch;
 - the precision: ``bf16``/``fp16`` only where the device supports it;
-- the tokenizer: a pad token, or an end-of-sequence token TRL can pad with.
+- the tokenizer: a pad token, or an end-of-sequence token TRL can pad with;
+- experiment tracking: each ``report_to`` backend installed, and never a login prompt mid-run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import netrc
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -127,6 +131,41 @@ def check_pad_token(tokenizer: Any) -> None:
         )
 
 
+#: report_to backends the course knows how to check: the package each needs.
+TRACKING_PACKAGES = {"wandb": "wandb", "trackio": "trackio", "tensorboard": "tensorboard", "mlflow": "mlflow"}
+
+
+def _wandb_logged_in() -> bool:
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE", "").lower() in {"offline", "disabled", "dryrun"}:
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
+def check_tracking(report_to: str | Sequence[str] | None) -> None:
+    """Each ``report_to`` backend is installed, and wandb will not stop the lesson to ask for a login."""
+    backends = [report_to] if isinstance(report_to, str) or report_to is None else list(report_to)
+    for backend in backends:
+        if backend in (None, "none"):
+            continue
+        if backend == "all":
+            raise PreflightError('report_to="all" logs to every tracker installed: name the one you want, or "none".')
+        package = TRACKING_PACKAGES.get(backend)
+        if package is None:
+            continue  # a backend transformers knows and the course does not check
+        if importlib.util.find_spec(package) is None:
+            raise PreflightError(
+                f'report_to="{backend}" needs the {package} package: pip install {package}, or use "none".'
+            )
+        if backend == "wandb" and not _wandb_logged_in():
+            raise PreflightError(
+                'report_to="wandb" would stop training to ask for a login: run `wandb login` before the lesson, '
+                'set WANDB_MODE=offline, or use report_to="trackio" (local, no account) or "none".'
+            )
+
+
 def prompt_token_counts(dataset: Dataset, tokenizer: Any) -> list[int]:
     """Tokens in each row's prompt as the model will see it (chat template applied to chat prompts)."""
     counts = []
@@ -203,6 +242,7 @@ def preflight(
     )
     attempt(check_precision, bool(args.bf16), bool(args.fp16), hardware)
     attempt(check_pad_token, tokenizer)
+    attempt(check_tracking, args.report_to)
     if dataset_ok:
         longest = attempt(
             check_length_budget, train_dataset, tokenizer, args.max_completion_length, context_length(model, tokenizer)

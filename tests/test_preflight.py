@@ -171,3 +171,25 @@ def test_preflight_on_the_course_model_and_data(course_model):
             model=model,
             hardware=CPU,
         )
+
+
+def test_tracking_is_optional_and_never_a_login_prompt(monkeypatch, tmp_path):
+    from course_utils import preflight as pf
+
+    check_tracking = pf.check_tracking
+    for quiet in ("none", [], None, [None]):
+        check_tracking(quiet)
+    monkeypatch.setattr(pf.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(PreflightError, match='report_to="trackio" needs the trackio package: pip install trackio'):
+        check_tracking(["trackio"])
+    monkeypatch.setattr(pf.importlib.util, "find_spec", lambda name: object())  # pretend every tracker is installed
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: not logged in to wandb
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    with pytest.raises(PreflightError, match="would stop training to ask for a login: run `wandb login`"):
+        check_tracking("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    check_tracking("wandb")
+    check_tracking(["trackio"])
+    with pytest.raises(PreflightError, match='name the one you want, or "none"'):
+        check_tracking("all")
