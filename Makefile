@@ -14,13 +14,14 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor clean-cache help
+.PHONY: setup course test unit lint lab doctor bench clean-cache help
 
 help:
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
 	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
+	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 
 setup: $(STAMP)
@@ -51,6 +52,10 @@ unit: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m pytest tests/test_hygiene.py $(PYTEST_ARGS)
+
+BENCH_ARGS ?=
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench.py $(if $(PRESET),--preset $(PRESET)) $(BENCH_ARGS)
 
 doctor: $(STAMP)
 	$(PY) -m course_utils.doctor --load

@@ -80,7 +80,10 @@ def test_config_keywords_exist_in_installed_trl(path, config):
 def test_ruff_on_code_and_notebooks():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     result = subprocess.run(
-        [ruff, "check", "course_utils", "tests", "scripts", "notebooks"], cwd=REPO_ROOT, capture_output=True, text=True
+        [ruff, "check", "course_utils", "tests", "scripts", "benchmarks", "notebooks"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -1,0 +1,68 @@
+"""The benchmark's recipes are what they claim to be, and its report states the ratios it measured."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from course_utils.hardware import Hardware
+from course_utils.presets import get_preset
+
+spec = importlib.util.spec_from_file_location(
+    "bench", Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+CPU = Hardware(kind="cpu", device="cpu", name="CPU")
+
+
+def test_trl_defaults_change_only_sizes_and_precision(tmp_path):
+    preset = get_preset("cpu", CPU)
+    config, lora, _ = bench.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU)
+    assert lora is None
+    assert (config.learning_rate, config.beta, config.activation_checkpointing) == (1e-6, 0.0, True)
+    assert (config.num_generations, config.per_device_train_batch_size) == (8, 16)
+    assert config.max_completion_length == preset.max_completion_length and not config.bf16
+
+
+def test_course_recipe_is_notebook_01s(tmp_path):
+    config, lora, reward = bench.recipe_config("course", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+    assert lora is None
+    assert (config.learning_rate, config.beta, config.activation_checkpointing) == (5e-5, 0.04, False)
+    assert reward([[{"role": "assistant", "content": "x" * 50}]], completion_ids=[[1]]) == [0.0]
+
+
+def test_hf_course_recipe(tmp_path):
+    config, lora, reward = bench.recipe_config("hf-course", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+    assert (config.learning_rate, config.num_generations, config.max_completion_length) == (2e-5, 8, 96)
+    assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (8, 2)
+    assert (lora.r, lora.lora_alpha, lora.target_modules) == (16, 32, "all-linear")
+    assert reward([[{"role": "assistant", "content": "x" * 40}]]) == [-10]
+    with pytest.raises(ValueError, match="Unknown recipe"):
+        bench.recipe_config("mine", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+
+
+def _cost(recipe, seconds):
+    return {"recipe": recipe, "num_generations": 8, "completions_per_step": 16, "max_completion_length": 32,
+            "seconds_per_step": seconds, "steps_per_second": 1 / seconds, "completions_per_second": 16 / seconds,
+            "share_generate": 0.5, "share_score": 0.2, "share_loss_backward_optimizer": 0.3, "peak_memory_mb": 2000,
+            "memory_kind": "RSS", "activation_checkpointing": False, "beta": 0.04}  # fmt: skip
+
+
+def _learn(recipe, reached, seconds):
+    return {"recipe": recipe, "base_error": 90.0, "reached": reached, "steps_to_halve": 6 if reached else None,
+            "seconds_to_halve": seconds if reached else None, "final_step": 6, "final_seconds": seconds,
+            "final_error": 40.0 if reached else 80.0, "cap_minutes": 12.0}  # fmt: skip
+
+
+def test_report_states_the_measured_ratios():
+    report = bench.render("2026-11-22 06:00", "python benchmarks/bench.py", {"trl": "1.16.0"},
+                          [_cost("trl-defaults", 20.0), _cost("course", 10.0)],
+                          [_learn("course", True, 120.0), _learn("hf-course", False, 720.0)])  # fmt: skip
+    assert "steps per second: **2.00×**" in report
+    assert "time to learn: **< 0.17** (the published recipe had not halved the error after 12.0 min)" in report
+    both = bench.render(
+        "t", "c", {}, [_cost("trl-defaults", 20.0)], [_learn("course", True, 60.0), _learn("hf", True, 240.0)]
+    )
+    assert "time to learn: **0.25** (both recipes reached the goal)" in both
