@@ -7,6 +7,7 @@ draws it live with :class:`LiveRewardPlot`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,7 +95,8 @@ class LiveRewardPlot(TrainerCallback):
     """Redraws the mean reward (± within-group std) in the notebook at every logging step.
 
     Use ``callbacks=[LiveRewardPlot()]`` in ``GRPOTrainer``; set ``logging_steps=1`` to see every step.
-    Outside a notebook it does nothing.
+    Outside a notebook it draws nothing. ``first_point_at`` is the ``time.perf_counter()`` of the first
+    point, so a notebook can report how long a learner waited for the curve to appear.
     """
 
     def __init__(self, key: str = "reward", title: str = "Reward during training"):
@@ -103,10 +105,13 @@ class LiveRewardPlot(TrainerCallback):
         self.means: list[float] = []
         self.stds: list[float] = []
         self._handle = None
+        self.first_point_at: float | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or self.key not in logs:
             return
+        if self.first_point_at is None:
+            self.first_point_at = time.perf_counter()
         self.steps.append(state.global_step)
         self.means.append(float(logs[self.key]))
         self.stds.append(float(logs.get(f"{self.key}_std", 0.0)))

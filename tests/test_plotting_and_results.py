@@ -1,4 +1,5 @@
 import json
+import time
 
 import matplotlib
 import pytest
@@ -46,10 +47,13 @@ def test_live_plot_collects_reward_and_std_outside_a_notebook():
         global_step = 0
 
     cb, state = LiveRewardPlot(), State()
+    cb.on_log(None, state, None, logs={"loss": 0.0})  # a log without the reward is not a point
+    assert cb.first_point_at is None
     for row in HISTORY:
         state.global_step = row["step"]
         cb.on_log(None, state, None, logs=row)
     assert cb.steps == [1, 2] and cb.means == [-100.0, -60.0] and cb.stds == [20.0, 15.0]
+    assert cb.first_point_at is not None and cb.first_point_at <= time.perf_counter()
 
 
 def test_record_results_writes_json_under_the_runner(tmp_path, monkeypatch, capsys):
