@@ -92,3 +92,13 @@ def test_readme_test_command_is_what_ci_runs():
     readme = (REPO_ROOT / "README.md").read_text()
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and re.search(r"^make test$", ci, re.M)
+
+
+def test_no_remote_code_and_no_pickled_weights():
+    """Nothing in the course runs code from a model repository, or saves weights as pickle."""
+    code_dirs = ("course_utils", "scripts", "benchmarks")
+    sources = {p: p.read_text() for d in code_dirs for p in (REPO_ROOT / d).rglob("*.py")}
+    sources |= {p: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
+    for path, text in sources.items():
+        assert not re.search(r"trust_remote_code\s*=\s*True", text), f"{path.name} enables trust_remote_code"
+        assert not re.search(r"safe_serialization\s*=\s*False", text), f"{path.name} saves pickled weights"
