@@ -65,14 +65,15 @@ def reward_columns(reward_funcs: Callable[..., Any] | Sequence[Callable[..., Any
 
 def check_dataset(dataset: Dataset, reward_funcs: Callable[..., Any] | Sequence[Callable[..., Any]] = ()) -> None:
     """The prompt column and every column a reward function reads; raises :class:`PreflightError`."""
-    for name, columns in reward_columns(reward_funcs).items():
+    needs = reward_columns(reward_funcs)
+    for name, columns in needs.items():
         missing = [c for c in columns if c not in dataset.column_names]
         if missing:
             raise PreflightError(
                 f"Reward function {name!r} takes {missing} from the dataset, but the dataset has only "
                 f"{dataset.column_names}: add the column, or give the parameter a default value."
             )
-    required = sorted({c for columns in reward_columns(reward_funcs).values() for c in columns})
+    required = sorted({c for columns in needs.values() for c in columns})
     try:
         validate_prompt_dataset(dataset, required_columns=required)
     except DatasetFormatError as error:
