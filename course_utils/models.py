@@ -73,6 +73,16 @@ def resolve_model_name(model_name: str = "auto") -> str:
     return EMBEDDED_MODEL if embedded_gguf_path() is not None else HUB_MODEL_ID
 
 
+def model_source(model_name: str = "auto", verbose: bool = True) -> str:
+    """What ``from_pretrained`` should load: a local directory for the embedded model, else the name itself.
+
+    Scripts that hand a model *name* to a trainer (``accelerate launch``, DeepSpeed ZeRO-3) use this; the
+    embedded GGUF is dequantized into the course cache on first use.
+    """
+    resolved = resolve_model_name(model_name)
+    return str(prepare_embedded_model(verbose=verbose)) if resolved == EMBEDDED_MODEL else resolved
+
+
 def _embedded_cache_path() -> Path:
     version = importlib.metadata.version(EMBEDDED_PACKAGE)
     return cache_dir() / "models" / f"{EMBEDDED_PACKAGE}-{version}-{Path(EMBEDDED_GGUF).stem}-fp32"
@@ -154,10 +164,7 @@ def load_model(
     hardware = hardware or detect_hardware()
     dtype = dtype or hardware.load_dtype
     resolved = resolve_model_name(model_name)
-    if resolved == EMBEDDED_MODEL:
-        source = prepare_embedded_model(verbose=verbose)
-    else:
-        source = resolved
+    source = model_source(resolved, verbose=verbose)
     start = time.perf_counter()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)

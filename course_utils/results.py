@@ -19,7 +19,8 @@ RESULTS_ENV = "COURSE_RESULTS_DIR"
 
 def _plain(value: Any) -> Any:
     if isinstance(value, float):
-        return round(value, 4) if math.isfinite(value) else str(value)
+        # six significant digits: readable, and a tolerance check's 3e-06 is not rounded to 0.0
+        return float(f"{value:.6g}") if math.isfinite(value) else str(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

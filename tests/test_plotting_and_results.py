@@ -64,6 +64,12 @@ def test_record_results_writes_json_under_the_runner(tmp_path, monkeypatch, caps
     assert "[PASS] halved" in capsys.readouterr().out
 
 
+def test_record_results_keeps_small_numbers(monkeypatch):
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    record = record_results("00_demo", {"gradient_difference": 3.1234567e-06, "big": 123456.789}, {"ok": True})
+    assert record["metrics"] == {"gradient_difference": 3.12346e-06, "big": 123457.0}
+
+
 def test_record_results_fails_when_any_check_fails(monkeypatch):
     monkeypatch.delenv(RESULTS_ENV, raising=False)
     record = record_results("00_demo", {"x": 1}, {"a": True, "b": False})

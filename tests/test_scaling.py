@@ -1,0 +1,51 @@
+"""Notebook 09's script and accelerate configs, without training (the notebook runs the script in CI)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = REPO_ROOT / "configs" / "accelerate"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("grpo_length", REPO_ROOT / "scripts" / "grpo_length.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_batch_is_split_over_processes_or_refused_with_the_fix():
+    script = _load_script()
+    assert script.per_process_batch(64, 8) == 8
+    assert script.per_process_batch(8, 1) == 8
+    with pytest.raises(ValueError, match="cannot be split evenly over 3 processes.*divides 64"):
+        script.per_process_batch(64, 3)
+
+
+def test_defaults_are_notebook_01s_recipe():
+    args = _load_script().parse_args([])
+    assert (args.preset, args.model_name, args.learning_rate, args.beta, args.target_chars) == (
+        "auto", "auto", 5e-5, 0.04, 50,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_use_vllm_without_a_gpu_is_refused_before_anything_loads():
+    with pytest.raises(SystemExit, match="needs a CUDA GPU and the vllm package"):
+        _load_script().main(["--use-vllm"])
+
+
+@pytest.mark.parametrize(
+    ("name", "distributed_type"), [("ddp", "MULTI_GPU"), ("deepspeed_zero2", "DEEPSPEED"), ("fsdp", "FSDP")]
+)
+def test_accelerate_configs_parse(name, distributed_type):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    path = CONFIGS / f"{name}.yaml"
+    config = load_config_from_file(str(path))
+    assert config.distributed_type.value == distributed_type
+    assert config.mixed_precision == "bf16" and config.num_machines == 1
+    assert f"--config_file configs/accelerate/{name}.yaml" in path.read_text(), "the file shows its own command"
