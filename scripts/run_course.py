@@ -48,7 +48,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/NN_*.ipynb")
     parser.add_argument("--preset", default="auto", help="auto (default), cpu-ci, cpu, t4 or gpu")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None, help="default: each notebook's own seed parameter")
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<timestamp>)")
     args = parser.parse_args()
 
@@ -57,7 +57,8 @@ def main() -> int:
     runs = []
     for path in notebooks:
         print(f"running {path.name} (preset {args.preset}) ...", flush=True)
-        run = execute_notebook(path, out, {"preset": args.preset, "seed": args.seed})
+        parameters = {"preset": args.preset} | ({"seed": args.seed} if args.seed is not None else {})
+        run = execute_notebook(path, out, parameters)
         print(f"  {run.status} in {run.seconds / 60:.1f} min", flush=True)
         if run.error:
             print("  " + _last_line(run.error), flush=True)

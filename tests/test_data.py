@@ -129,3 +129,20 @@ def test_worked_examples_name_missing_columns_and_bad_sizes():
         worked_examples(data["train"].remove_columns("reasoning"), n=2)
     with pytest.raises(ValueError, match="between 1 and the 10 rows"):
         worked_examples(data["train"], n=11)
+
+
+def test_shipped_reviews_match_their_generator(tmp_path):
+    """data/reviews.csv is exactly what data/make_reviews.py writes, malformed rows included."""
+    import csv
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    data_dir = Path(__file__).resolve().parents[1] / "data"
+    shutil.copy(data_dir / "make_reviews.py", tmp_path)
+    subprocess.run([sys.executable, str(tmp_path / "make_reviews.py")], check=True, capture_output=True)
+    assert (tmp_path / "reviews.csv").read_bytes() == (data_dir / "reviews.csv").read_bytes()
+    rows = list(csv.DictReader((data_dir / "reviews.csv").open()))
+    bad = [r for r in rows if not r["review"] or r["label"] not in ("positive", "negative")]
+    assert len(rows) == 131 and len(bad) == 3
