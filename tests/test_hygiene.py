@@ -80,7 +80,7 @@ def test_config_keywords_exist_in_installed_trl(path, config):
 def test_ruff_on_code_and_notebooks():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     result = subprocess.run(
-        [ruff, "check", "course_utils", "tests", "scripts", "benchmarks", "notebooks"],
+        [ruff, "check", "course_utils", "tests", "scripts", "benchmarks", "data", "notebooks"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -96,7 +96,7 @@ def test_readme_test_command_is_what_ci_runs():
 
 def test_no_remote_code_and_no_pickled_weights():
     """Nothing in the course runs code from a model repository, or saves weights as pickle."""
-    code_dirs = ("course_utils", "scripts", "benchmarks")
+    code_dirs = ("course_utils", "scripts", "benchmarks", "data")
     sources = {p: p.read_text() for d in code_dirs for p in (REPO_ROOT / d).rglob("*.py")}
     sources |= {p: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
     for path, text in sources.items():
