@@ -14,7 +14,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench clean-cache help
+.PHONY: setup course test unit lint lab doctor bench runtimes clean-cache help
 
 help:
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
@@ -22,6 +22,7 @@ help:
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
+	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 
 setup: $(STAMP)
@@ -56,6 +57,10 @@ lint: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench.py $(if $(PRESET),--preset $(PRESET)) $(BENCH_ARGS)
+
+RUNS ?=
+runtimes: $(STAMP)
+	$(PY) benchmarks/runtimes.py $(RUNS)
 
 doctor: $(STAMP)
 	$(PY) -m course_utils.doctor --load

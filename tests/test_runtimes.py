@@ -1,0 +1,56 @@
+"""The README's runtime columns come from benchmarks/results/runtimes.json (benchmarks/runtimes.py)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _runtimes():
+    spec = importlib.util.spec_from_file_location("runtimes", ROOT / "benchmarks" / "runtimes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_table_is_the_rendered_record():
+    rt = _runtimes()
+    readme = (ROOT / "README.md").read_text()
+    assert rt.render_readme(readme, rt.load_record()) == readme, (
+        "README's runtime columns differ from benchmarks/results/runtimes.json: run `make runtimes`"
+    )
+
+
+def test_every_notebook_has_a_measured_cpu_runtime():
+    rt = _runtimes()
+    record = rt.load_record()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for preset in ("cpu-ci", "cpu"):
+            assert rt.cell(record, path.stem, preset) != rt.NOT_MEASURED, f"{path.stem} has no {preset} runtime"
+
+
+def test_summaries_add_only_passing_runs_and_the_latest_date_wins(tmp_path):
+    rt = _runtimes()
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps([
+        {"notebook": "01_demo", "status": "pass", "seconds": 240.0, "record": {"preset": "cpu"}},
+        {"notebook": "02_demo", "status": "fail", "seconds": 60.0, "record": {"preset": "cpu"}},
+    ]))  # fmt: skip
+    record = {"measurements": []}
+    assert rt.add_summary(record, summary, date="2026-01-01", host="test") == 1
+    assert rt.add_summary(record, summary, date="2026-01-01", host="test") == 1
+    assert rt.cell(record, "01_demo", "cpu") == "4.0 min"
+    assert rt.cell(record, "02_demo", "cpu") == rt.NOT_MEASURED, "a failed run must not count"
+    record["measurements"].append({**record["measurements"][0], "minutes": 5.5})
+    assert rt.cell(record, "01_demo", "cpu") == "4.0–5.5 min"
+    record["measurements"].append({**record["measurements"][0], "minutes": 3.0, "date": "2026-02-01"})
+    assert rt.cell(record, "01_demo", "cpu") == "3.0 min", "older dates are superseded"
+
+
+def test_a_malformed_readme_row_is_refused():
+    rt = _runtimes()
+    with pytest.raises(ValueError, match="cells"):
+        rt.render_readme("| 01 | [x](notebooks/01_x.ipynb) | a | 1 min |", {"measurements": []})
