@@ -1,18 +1,13 @@
 """The benchmark's recipes are what they claim to be, and its report states the ratios it measured."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
+from repo_modules import load
 
 from course_utils.hardware import Hardware
 from course_utils.presets import get_preset
 
-spec = importlib.util.spec_from_file_location(
-    "bench", Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
-)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+bench = load("benchmarks/bench.py")
 
 CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 

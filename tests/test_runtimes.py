@@ -1,19 +1,16 @@
 """The README's runtime columns come from benchmarks/results/runtimes.json (benchmarks/runtimes.py)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from repo_modules import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _runtimes():
-    spec = importlib.util.spec_from_file_location("runtimes", ROOT / "benchmarks" / "runtimes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("benchmarks/runtimes.py")
 
 
 def test_readme_table_is_the_rendered_record():

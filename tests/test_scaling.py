@@ -1,20 +1,17 @@
 """Notebook 09's script and accelerate configs, without training (the notebook runs the script in CI)."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+from repo_modules import load
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs" / "accelerate"
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("grpo_length", REPO_ROOT / "scripts" / "grpo_length.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("scripts/grpo_length.py")
 
 
 def test_batch_is_split_over_processes_or_refused_with_the_fix():
