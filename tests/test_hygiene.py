@@ -34,7 +34,9 @@ def test_committed_notebook_has_no_outputs(path):
 def test_one_parameters_cell_with_seed_and_preset(path):
     cells = [c for c in code_cells(path) if "parameters" in c.metadata.get("tags", [])]
     assert len(cells) == 1, f"{path.name}: expected exactly one cell tagged 'parameters', found {len(cells)}"
-    assigned = {t.id for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign) for t in node.targets}
+    targets = [t for node in ast.parse(cells[0].source).body if isinstance(node, ast.Assign) for t in node.targets]
+    assert all(isinstance(t, ast.Name) for t in targets), f"{path.name}: one name per assignment (papermill sets it)"
+    assigned = {t.id for t in targets}
     assert {"seed", "preset"} <= assigned, f"{path.name}: the parameters cell must set seed and preset"
 
 
