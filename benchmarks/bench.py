@@ -41,8 +41,36 @@ SYSTEM_PROMPT = "Answer in one short sentence."
 
 
 # ----------------------------------------------------------------------------------------------- recipes
-def recipe_config(recipe: str, preset, output_dir: str, max_steps: int, hardware):
-    """``(GRPOConfig, peft_config or None, reward)`` for a recipe at this preset's sizes."""
+#: One change at a time to the course's recipe, each timed like the recipes (the issue's "things worth
+#: measuring"). "lora" attaches notebook 05's adapter (r=16, alpha=32, all linear layers).
+LEVERS: dict[str, dict | str] = {
+    "beta=0 (no reference model)": {"beta": 0.0},
+    "bf16 autocast": {"bf16": True},
+    "activation checkpointing on": {"activation_checkpointing": True},
+    "steps_per_generation=2": {"steps_per_generation": 2},
+    "num_iterations=2": {"num_iterations": 2},
+    "LoRA r=16": "lora",
+    "beta=0 + bf16 + num_iterations=2": {"beta": 0.0, "bf16": True, "num_iterations": 2},
+}
+
+
+def cpu_has_native_bf16() -> bool:
+    """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones."""
+    import torch
+
+    return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+
+
+def applicable_levers(hardware) -> list[str]:
+    """The levers that change something here: bf16 only on a CPU with native bf16 (GPU presets already use it)."""
+    native_bf16 = hardware.device == "cpu" and cpu_has_native_bf16()
+    uses_bf16 = {name for name, change in LEVERS.items() if isinstance(change, dict) and "bf16" in change}
+    return [name for name in LEVERS if native_bf16 or name not in uses_bf16]
+
+
+def recipe_config(recipe: str, preset, output_dir: str, max_steps: int, hardware, lever: str | None = None):
+    """``(GRPOConfig, peft_config or None, reward)`` for a recipe at this preset's sizes, with one of
+    :data:`LEVERS` applied to the course's recipe when ``lever`` is given."""
     from trl import GRPOConfig
 
     from course_utils.rewards import make_length_reward
@@ -62,20 +90,29 @@ def recipe_config(recipe: str, preset, output_dir: str, max_steps: int, hardware
         per_device_train_batch_size=preset.per_device_train_batch_size,
         max_completion_length=preset.max_completion_length,
     )
+    if lever is not None and recipe != "course":
+        raise ValueError(f"levers apply to the course recipe, not {recipe!r}")
     if recipe == "trl-defaults":
         return GRPOConfig(**common, **sizes, **precision), None, make_length_reward(TARGET_CHARS)
     if recipe == "course":  # notebook 01's GRPOConfig, keyword for keyword
-        config = GRPOConfig(
-            **common,
-            **sizes,
-            **precision,
+        recipe_kwargs = dict(
             learning_rate=5e-5,
             lr_scheduler_type="constant",
             temperature=1.0,
             beta=0.04,
             activation_checkpointing=preset.activation_checkpointing,
         )
-        return config, None, make_length_reward(TARGET_CHARS, max_completion_length=preset.max_completion_length)
+        change = LEVERS[lever] if lever is not None else {}
+        lora = None
+        if change == "lora":
+            from peft import LoraConfig
+
+            lora = LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear")
+            change = {}
+        if change.get("bf16") and hardware.device == "cpu":
+            change = {**change, "use_cpu": True}  # transformers refuses bf16 on a CPU unless told it is one
+        config = GRPOConfig(**common, **sizes, **{**precision, **recipe_kwargs, **change})
+        return config, lora, make_length_reward(TARGET_CHARS, max_completion_length=preset.max_completion_length)
     if recipe == "hf-course":
         from peft import LoraConfig
 
@@ -117,7 +154,7 @@ def _peak_memory_mb(device: str) -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, KiB on Linux
 
 
-def _build(recipe: str, preset_name: str, max_steps: int, output_dir: str, callbacks=()):
+def _build(recipe: str, preset_name: str, max_steps: int, output_dir: str, callbacks=(), lever: str | None = None):
     from transformers import set_seed
     from trl import GRPOTrainer
 
@@ -131,7 +168,7 @@ def _build(recipe: str, preset_name: str, max_steps: int, output_dir: str, callb
     set_seed(0)
     model, tokenizer = load_model("auto", hardware=hardware, verbose=False)
     data = length_prompts(seed=0, n_test=preset.n_eval, system_prompt=SYSTEM_PROMPT)
-    config, lora, reward = recipe_config(recipe, preset, output_dir, max_steps, hardware)
+    config, lora, reward = recipe_config(recipe, preset, output_dir, max_steps, hardware, lever)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -160,7 +197,7 @@ class _Timer:
         setattr(obj, name, timed)
 
 
-def worker_step_cost(recipe: str, preset_name: str, steps: int, output_dir: str) -> dict:
+def worker_step_cost(recipe: str, preset_name: str, steps: int, output_dir: str, lever: str | None = None) -> dict:
     """Seconds per step and where they go, after one warm-up step that is not counted."""
     from transformers import TrainerCallback
 
@@ -177,7 +214,7 @@ def worker_step_cost(recipe: str, preset_name: str, steps: int, output_dir: str)
             self.marks[-1] = (generating.seconds - self.marks[-1][0], scoring.seconds - self.marks[-1][1])
 
     clock = StepClock()
-    trainer, _, _, preset, hardware = _build(recipe, preset_name, steps + 1, output_dir, callbacks=[clock])
+    trainer, _, _, preset, hardware = _build(recipe, preset_name, steps + 1, output_dir, [clock], lever)
     generating = _Timer(trainer, "_generate")
     scoring = _Timer(trainer, "_generate_and_score_completions")  # includes generating
     trainer.train()
@@ -188,6 +225,7 @@ def worker_step_cost(recipe: str, preset_name: str, steps: int, output_dir: str)
     completions = trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps
     return {
         "recipe": recipe,
+        "lever": lever or "",
         "preset": preset.name,
         "device": hardware.name,
         "steps_timed": len(durations),
@@ -204,6 +242,10 @@ def worker_step_cost(recipe: str, preset_name: str, steps: int, output_dir: str)
         "max_completion_length": trainer.args.max_completion_length,
         "activation_checkpointing": trainer.args.activation_checkpointing,
         "beta": trainer.args.beta,
+        "bf16": trainer.args.bf16,
+        "num_iterations": trainer.args.num_iterations,
+        "steps_per_generation": trainer.args.steps_per_generation,
+        "lora": lever is not None and LEVERS[lever] == "lora",
     }
 
 
@@ -303,16 +345,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=4, help="timed steps per step-cost run (after 1 warm-up)")
     parser.add_argument("--learn-minutes", type=float, default=12.0, help="training-time cap per time-to-learn run")
     parser.add_argument("--eval-every", type=int, default=2, help="steps between held-out evaluations")
-    parser.add_argument("--skip-learn", action="store_true", help="step cost only")
+    parser.add_argument("--skip-learn", action="store_true", help="no time-to-learn runs")
+    parser.add_argument("--skip-levers", action="store_true", help="no per-lever step-cost runs")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
+    parser.add_argument("--lever", help=argparse.SUPPRESS)
     parser.add_argument("--tmp", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker:
         if args.worker == "step-cost":
-            result = worker_step_cost(args.recipe, args.preset, args.steps, args.tmp)
+            result = worker_step_cost(args.recipe, args.preset, args.steps, args.tmp, args.lever)
         else:
             result = worker_time_to_learn(args.recipe, args.preset, args.learn_minutes, args.eval_every, args.tmp)
         print(json.dumps(result))
@@ -339,18 +383,35 @@ def main(argv: list[str] | None = None) -> int:
     costs = [
         _run_worker("step-cost", [*common, "--recipe", r, "--tmp", str(tmp / r)]) for r in ("trl-defaults", "course")
     ]
+    levers = []
+    if not args.skip_levers:
+        from course_utils.hardware import detect_hardware
+
+        names = applicable_levers(detect_hardware())
+        print(f"levers ({len(names)}, one change at a time to the course recipe)")
+        levers = [
+            _run_worker("step-cost", [*common, "--recipe", "course", "--lever", n, "--tmp", str(tmp / f"lever-{i}")])
+            for i, n in enumerate(names)
+        ]
     learns = []
     if not args.skip_learn:
         print(f"time to learn (cap {args.learn_minutes} min of training per recipe)")
         learns = [
             _run_worker("learn", [*common, "--recipe", r, "--tmp", str(tmp / f"learn-{r}")])
-            for r in ("course", "hf-course")
+            for r in ("course", "trl-defaults", "hf-course")
         ]
-    report = render(started, command, env, costs, learns)
+    report = render(started, command, env, costs, learns, levers)
     (out / "latest.md").write_text(report)
     (out / "latest.json").write_text(
         json.dumps(
-            {"started": started, "command": command, "environment": env, "step_cost": costs, "time_to_learn": learns},
+            {
+                "started": started,
+                "command": command,
+                "environment": env,
+                "step_cost": costs,
+                "levers": levers,
+                "time_to_learn": learns,
+            },
             indent=1,
         )
     )
@@ -358,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(f, fieldnames=list(costs[0]))
         writer.writeheader()
         writer.writerows(costs)
+    if levers:
+        with open(out / "levers.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(levers[0]))
+            writer.writeheader()
+            writer.writerows(levers)
     if learns:
         with open(out / "time_to_learn.csv", "w", newline="") as f:
             fields = [k for k in learns[0] if k != "curve"]
@@ -368,7 +434,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render(started: str, command: str, env: dict, costs: list[dict], learns: list[dict]) -> str:
+def _learn_ratio(course: dict, other: dict, other_name: str) -> str | None:
+    """The line "Course / other, time to learn: **r** (why)"; None when the course recipe did not get there."""
+    if not course["reached"]:
+        return None
+    if other["reached"]:
+        ratio = f"**{course['seconds_to_halve'] / other['seconds_to_halve']:.2f}**"
+        note = "both recipes reached the goal"
+    else:
+        ratio = f"**< {course['seconds_to_halve'] / other['final_seconds']:.2f}**"
+        note = f"{other_name} had not halved the error after {other['final_seconds'] / 60:.1f} min"
+    return f"Course / {other_name}, time to learn: {ratio} ({note})"
+
+
+def render(
+    started: str, command: str, env: dict, costs: list[dict], learns: list[dict], levers: list[dict] = ()
+) -> str:
     lines = [
         f"## Benchmark run {started}",
         "",
@@ -396,6 +477,31 @@ def render(started: str, command: str, env: dict, costs: list[dict], learns: lis
             "Course recipe / TRL defaults, steps per second: "
             f"**{costs[1]['steps_per_second'] / costs[0]['steps_per_second']:.2f}×**",
         ]
+    if levers:
+        course = next((c for c in costs if c["recipe"] == "course"), None)
+        lines += [
+            "",
+            "### Levers: one change at a time to the course recipe (step cost, same sizes)",
+            "",
+            "| lever | s/step | × course recipe | generate | score + ref/old log-probs | loss, backward, optimizer "
+            "| peak memory |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for c in levers:
+            speedup = f"{c['steps_per_second'] / course['steps_per_second']:.2f}×" if course else "–"
+            lines.append(
+                f"| {c['lever']} | {c['seconds_per_step']:.2f} | {speedup} | {c['share_generate']:.0%} | "
+                f"{c['share_score']:.0%} | {c['share_loss_backward_optimizer']:.0%} | "
+                f"{c['peak_memory_mb']:.0f} MB {c['memory_kind']} |"
+            )
+        defaults = next((c for c in costs if c["recipe"] == "trl-defaults"), None)
+        if defaults:
+            best = max(levers, key=lambda c: c["steps_per_second"])
+            lines += [
+                "",
+                f"Fastest lever ({best['lever']}) / TRL defaults, steps per second: "
+                f"**{best['steps_per_second'] / defaults['steps_per_second']:.2f}×**",
+            ]
     if learns:
         lines += [
             "",
@@ -411,15 +517,12 @@ def render(started: str, command: str, env: dict, costs: list[dict], learns: lis
                 f"| {r['recipe']} | {r['base_error']:.1f} | {r['reached']} | {when} | {secs} | "
                 f"{r['final_error']:.1f} (step {r['final_step']}, {r['final_seconds'] / 60:.1f} min) |"
             )
-        course, hf = learns[0], learns[1] if len(learns) > 1 else None
-        if hf and course["reached"]:
-            if hf["reached"]:
-                ratio = f"**{course['seconds_to_halve'] / hf['seconds_to_halve']:.2f}**"
-                note = "both recipes reached the goal"
-            else:
-                ratio = f"**< {course['seconds_to_halve'] / hf['final_seconds']:.2f}**"
-                note = f"the published recipe had not halved the error after {hf['final_seconds'] / 60:.1f} min"
-            lines += ["", f"Course / published course recipe, time to learn: {ratio} ({note})"]
+        by_name = {r["recipe"]: r for r in learns}
+        course = by_name.get("course")
+        for name, label in (("hf-course", "the published course recipe"), ("trl-defaults", "TRL defaults")):
+            line = _learn_ratio(course, by_name[name], label) if course and name in by_name else None
+            if line:
+                lines += ["", line]
     return "\n".join(lines) + "\n"
 
 

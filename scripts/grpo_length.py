@@ -38,6 +38,7 @@ from course_utils.data import length_prompts  # noqa: E402
 from course_utils.evaluation import generate, length_report  # noqa: E402
 from course_utils.hardware import detect_hardware  # noqa: E402
 from course_utils.models import model_source  # noqa: E402
+from course_utils.preflight import PreflightError, check_tracking  # noqa: E402
 from course_utils.presets import get_preset  # noqa: E402
 from course_utils.rewards import make_length_reward  # noqa: E402
 
@@ -52,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--beta", type=float, default=0.04)
     parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM in colocate mode (GPU + vllm)")
-    parser.add_argument("--report-to", default="none")
+    parser.add_argument("--report-to", default="none", help="none (default), trackio or wandb (log in first)")
     parser.add_argument("--output-dir", default="outputs/grpo_length")
     return parser.parse_args(argv)
 
@@ -72,6 +73,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     if args.use_vllm and (importlib.util.find_spec("vllm") is None or not torch.cuda.is_available()):
         raise SystemExit("--use-vllm needs a CUDA GPU and the vllm package (`pip install vllm`). "
                          "Leave the flag out to generate with transformers.")  # fmt: skip
+    try:
+        check_tracking(args.report_to)
+    except PreflightError as err:
+        raise SystemExit(f"--report-to: {err}") from None
     on_cpu = not torch.cuda.is_available()
     state = PartialState(cpu=on_cpu)  # set up by the launcher: process count, rank, device (gloo on CPUs)
     set_seed(args.seed)

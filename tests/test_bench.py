@@ -1,6 +1,5 @@
 """The benchmark's recipes are what they claim to be, and its report states the ratios it measured."""
 
-
 import pytest
 from repo_modules import load
 
@@ -56,8 +55,57 @@ def test_report_states_the_measured_ratios():
                           [_cost("trl-defaults", 20.0), _cost("course", 10.0)],
                           [_learn("course", True, 120.0), _learn("hf-course", False, 720.0)])  # fmt: skip
     assert "steps per second: **2.00×**" in report
-    assert "time to learn: **< 0.17** (the published recipe had not halved the error after 12.0 min)" in report
+    assert "time to learn: **< 0.17** (the published course recipe had not halved the error after 12.0 min)" in report
     both = bench.render(
-        "t", "c", {}, [_cost("trl-defaults", 20.0)], [_learn("course", True, 60.0), _learn("hf", True, 240.0)]
+        "t", "c", {}, [_cost("trl-defaults", 20.0)], [_learn("course", True, 60.0), _learn("hf-course", True, 240.0)]
     )
-    assert "time to learn: **0.25** (both recipes reached the goal)" in both
+    assert "Course / the published course recipe, time to learn: **0.25** (both recipes reached the goal)" in both
+    assert "TRL defaults, time to learn" not in both  # not measured, not reported
+
+
+def test_report_compares_with_trl_defaults_and_does_not_claim_a_ratio_the_course_did_not_reach():
+    learns = [_learn("course", True, 60.0), _learn("trl-defaults", False, 600.0), _learn("hf-course", True, 120.0)]
+    report = bench.render("t", "c", {}, [_cost("trl-defaults", 20.0), _cost("course", 10.0)], learns)
+    expected = "Course / TRL defaults, time to learn: **< 0.10** (TRL defaults had not halved the error after 10.0 min)"
+    assert expected in report
+    stuck = bench.render("t", "c", {}, [], [_learn("course", False, 600.0), _learn("hf-course", True, 120.0)])
+    assert "Course /" not in stuck
+
+
+def _lever(name, seconds):
+    return {**_cost("course", seconds), "lever": name}
+
+
+def test_levers_table_states_speedups_against_the_course_recipe_and_defaults():
+    costs = [_cost("trl-defaults", 20.0), _cost("course", 16.0)]
+    levers = [_lever("beta=0 (no reference model)", 8.0), _lever("LoRA r=16", 32.0)]
+    report = bench.render("t", "c", {}, costs, [], levers)
+    assert "| beta=0 (no reference model) | 8.00 | 2.00× |" in report
+    assert "| LoRA r=16 | 32.00 | 0.50× |" in report
+    assert "Fastest lever (beta=0 (no reference model)) / TRL defaults, steps per second: **2.50×**" in report
+
+
+def test_levers_change_only_what_they_name(tmp_path):
+    preset = get_preset("cpu", CPU)
+    base, _, _ = bench.recipe_config("course", preset, str(tmp_path), 3, CPU)
+    for lever in bench.LEVERS:
+        config, lora, _ = bench.recipe_config("course", preset, str(tmp_path), 3, CPU, lever)
+        changed = {k for k in ("beta", "bf16", "activation_checkpointing", "num_iterations", "steps_per_generation",
+                               "use_cpu") if getattr(config, k) != getattr(base, k)}  # fmt: skip
+        expected = set() if bench.LEVERS[lever] == "lora" else set(bench.LEVERS[lever])
+        if "bf16" in expected:
+            expected.add("use_cpu")
+        assert changed == expected, lever
+        assert (lora is not None) == (bench.LEVERS[lever] == "lora")
+        assert config.learning_rate == base.learning_rate and config.num_generations == base.num_generations
+    with pytest.raises(ValueError, match="levers apply to the course recipe"):
+        bench.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU, "LoRA r=16")
+
+
+def test_bf16_lever_only_where_the_hardware_has_native_bf16(monkeypatch):
+    monkeypatch.setattr(bench, "cpu_has_native_bf16", lambda: False)
+    assert not any("bf16" in n for n in bench.applicable_levers(CPU))
+    monkeypatch.setattr(bench, "cpu_has_native_bf16", lambda: True)
+    assert "bf16 autocast" in bench.applicable_levers(CPU)
+    gpu = Hardware(kind="gpu", device="cuda", name="H100")
+    assert not any("bf16" in n for n in bench.applicable_levers(gpu)), "GPU presets already train in bf16"

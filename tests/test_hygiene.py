@@ -41,6 +41,32 @@ def test_one_parameters_cell_with_seed_and_preset(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_tracking_is_one_parameter_away_and_off_by_default(path):
+    cells = code_cells(path)
+    parameters = next(c for c in cells if "parameters" in c.metadata.get("tags", []))
+    defaults = {
+        t.id: node.value
+        for node in ast.parse(parameters.source).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+    }
+    assert "report_to" in defaults, f'{path.name}: the parameters cell needs report_to = "none" (issue 7)'
+    assert ast.literal_eval(defaults["report_to"]) == "none", f"{path.name}: tracking must be off by default"
+    uses = [
+        node
+        for c in cells
+        if c is not parameters
+        for node in ast.walk(ast.parse(_without_magics(c.source)))
+        if isinstance(node, ast.Name) and node.id == "report_to" and isinstance(node.ctx, ast.Load)
+    ]
+    assert uses, f"{path.name}: report_to is set in the parameters cell but no training reads it"
+
+
+def _without_magics(source: str) -> str:
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_colab_badge_and_setup_match_the_repository_setting(path):
     nb = nbformat.read(path, as_version=4)
     expected = f"https://colab.research.google.com/github/{course_utils.REPOSITORY}/blob/main/notebooks/{path.name}"

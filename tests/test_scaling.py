@@ -35,6 +35,12 @@ def test_use_vllm_without_a_gpu_is_refused_before_anything_loads():
         _load_script().main(["--use-vllm"])
 
 
+def test_a_tracker_that_is_not_installed_is_refused_before_anything_loads(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "trackio" else object())
+    with pytest.raises(SystemExit, match='--report-to: report_to="trackio" needs the trackio package'):
+        _load_script().main(["--report-to", "trackio"])
+
+
 @pytest.mark.parametrize(
     ("name", "distributed_type"), [("ddp", "MULTI_GPU"), ("deepspeed_zero2", "DEEPSPEED"), ("fsdp", "FSDP")]
 )

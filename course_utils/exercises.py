@@ -1,0 +1,214 @@
+"""Check cells for the exercises whose answer is code.
+
+Each ``check_*`` function runs the learner's function on cases with known answers and returns an
+:class:`ExerciseResult`: what passed, or the first case that did not, with a hint. A check never raises
+on a wrong answer, so a notebook keeps running while an exercise is still open (and CI runs the
+unsolved stubs). The reference solutions are in ``notebooks/solutions/``; ``tests/test_exercises.py``
+runs every check against them and against typical wrong answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class ExerciseResult:
+    """The outcome of one check cell: ``passed`` and a message saying why."""
+
+    exercise: str
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        mark = "✔ solved" if self.passed else "✘ not yet"
+        return f"{self.exercise}: {mark}. {self.message}"
+
+
+def _chat(text: str) -> list[dict[str, str]]:
+    """One completion in the conversational shape TRL passes to reward functions."""
+    return [{"role": "assistant", "content": text}]
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[list[float] | None, str]:
+    """Call a learner's reward function; ``(scores, "")`` or ``(None, what went wrong)``."""
+    try:
+        scores = fn(*args, **kwargs)
+    except Exception as error:  # the learner's code: report it, do not stop the notebook
+        return None, f"calling it raised {type(error).__name__}: {error}"
+    n = len(args[0])
+    if not isinstance(scores, (list, tuple)) or len(scores) != n:
+        return None, f"a reward function returns one number per completion: {n} completions gave {scores!r}"
+    if not all(isinstance(s, (int, float)) and math.isfinite(s) for s in scores):
+        return None, f"every reward must be a finite number (int or float); got {list(scores)!r}"
+    return list(scores), ""
+
+
+# --------------------------------------------------------------------------------------------- notebook 01
+TOPIC_CASES = [  # (topic, an answer about it, an answer that ignores it)
+    ("coffee", "Coffee is brewed from roasted beans.", "I am ready with a short answer in one sentence."),
+    ("the ocean", "The ocean covers most of our planet.", "Here is a short and friendly sentence for you."),
+    ("chess", "Chess is a board game for two players.", "That is a very good question to ask."),
+]
+
+
+def check_topic_reward(topic_reward: Callable[..., list[float]]) -> ExerciseResult:
+    """Notebook 01, exercise 5: ``topic_reward(completions, topic, **kwargs)`` pays answers that mention
+    their prompt's topic more than answers that ignore it, position by position."""
+    name = "Notebook 01, exercise 5 (topic_reward)"
+    topics = [t for t, _, _ in TOPIC_CASES] * 2
+    completions = [_chat(on) for _, on, _ in TOPIC_CASES] + [_chat(off) for _, _, off in TOPIC_CASES]
+    scores, problem = _call(
+        topic_reward, completions, topic=topics, prompts=[[]] * len(topics), completion_ids=[[0]] * len(topics)
+    )
+    if scores is None:
+        return ExerciseResult(name, False, problem + " (TRL also passes prompts, completion_ids, ...: keep **kwargs)")
+    n = len(TOPIC_CASES)
+    for i, (topic, on, off) in enumerate(TOPIC_CASES):
+        if not scores[i] > scores[n + i]:
+            return ExerciseResult(
+                name,
+                False,
+                f"for topic {topic!r}, {on!r} scored {scores[i]} and {off!r} scored {scores[n + i]}: the answer "
+                "about the topic must score more. Compare each completion with its own topic "
+                "(zip(completions, topic)), in lower case.",
+            )
+    swapped, problem = _call(topic_reward, completions[::-1], topic=topics[::-1])
+    if swapped is None or swapped != scores[::-1]:
+        return ExerciseResult(
+            name, False, "reversing the batch changed the scores: each completion must be judged by its own topic."
+        )
+    return ExerciseResult(
+        name, True, f"answers about their topic score {scores[0]}, answers that ignore it {scores[n]}."
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------- notebook 06
+def check_entropy(entropy_from_logits: Callable[[torch.Tensor], torch.Tensor]) -> ExerciseResult:
+    """Notebook 06, exercise 4: ``entropy_from_logits(logits)`` returns the entropy (in nats) of the softmax
+    over the last dimension, one value per position."""
+    name = "Notebook 06, exercise 4 (entropy_from_logits)"
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 5, 11, generator=generator, dtype=torch.float64) * 3
+    logits[0, 0] = torch.tensor([50.0] + [0.0] * 10)  # almost certain: entropy near 0
+    logits[0, 1] = 0.0  # uniform over 11 tokens: entropy log(11)
+    expected = -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1)
+    try:
+        got = entropy_from_logits(logits.clone())
+    except Exception as error:
+        return ExerciseResult(name, False, f"calling it raised {type(error).__name__}: {error}")
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(expected.shape):
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        return ExerciseResult(
+            name, False, f"expected a tensor of shape {tuple(expected.shape)} (batch, positions), got {shape}: "
+            "sum over the vocabulary dimension only (dim=-1)."
+        )  # fmt: skip
+    got = got.to(torch.float64)
+    if torch.allclose(got, -expected, atol=1e-4):
+        return ExerciseResult(name, False, "the wrong sign: entropy is -sum(p * log p), never negative.")
+    if torch.allclose(got, expected / math.log(2), atol=1e-4):
+        return ExerciseResult(name, False, "these are bits (log base 2); TRL logs nats: use the natural log.")
+    if not torch.allclose(got, expected, atol=1e-4):
+        worst = (got - expected).abs().max().item()
+        return ExerciseResult(
+            name, False, f"off by up to {worst:.3g}. Use p = logits.softmax(-1) and logp = logits.log_softmax(-1) "
+            "(log of a softmax underflows for confident tokens)."
+        )  # fmt: skip
+    return ExerciseResult(
+        name, True, f"uniform over 11 tokens gives {got[0, 1].item():.4f} = log(11); a near-certain token "
+        f"{got[0, 0].item():.1e}."
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------- notebook 07
+def check_hack_is_caught(
+    gameable: Callable[..., list[float]],
+    fixed: Callable[..., list[float]],
+    hack: str,
+    honest: str,
+    **columns: Sequence[Any],
+) -> ExerciseResult:
+    """Notebook 07, exercise 3: ``hack`` scores at least as well as ``honest`` under ``gameable``, and less
+    under ``fixed``. ``columns`` are the keyword arguments TRL would pass (one-element lists)."""
+    name = "Notebook 07, exercise 3 (a hack of the fix)"
+    if hack.strip() == honest.strip():
+        return ExerciseResult(name, False, "the hack and the honest answer are the same text.")
+    results = {}
+    for label, fn in (("gameable", gameable), ("fixed", fixed)):
+        scores, problem = _call(fn, [_chat(hack), _chat(honest)], **{k: list(v) * 2 for k, v in columns.items()})
+        if scores is None:
+            return ExerciseResult(name, False, f"the {label} reward: {problem}")
+        results[label] = scores
+    (gh, go), (fh, fo) = results["gameable"], results["fixed"]
+    if gh < go:
+        return ExerciseResult(
+            name, False, f"the hack scores {gh} and the honest answer {go} under {getattr(gameable, '__name__', 'it')}"
+            ": that is not a hack yet. Find a lazy text that the reward pays at least as well."
+        )  # fmt: skip
+    if not fh < fo:
+        return ExerciseResult(
+            name, False, f"your fixed reward gives the hack {fh} and the honest answer {fo}: it must pay the honest "
+            "answer more."
+        )  # fmt: skip
+    return ExerciseResult(name, True, f"gameable: hack {gh} >= honest {go}; fixed: hack {fh} < honest {fo}.")
+
+
+def check_duplicate_penalty(duplicate_penalty: Callable[..., list[float]]) -> ExerciseResult:
+    """Notebook 07, exercise 5: ``duplicate_penalty(completions, **kwargs)`` gives completions that repeat
+    another completion of the batch less than unique ones, and treats an all-distinct batch alike."""
+    name = "Notebook 07, exercise 5 (duplicate_penalty)"
+    generic = "I am ready with a short answer in one sentence."
+    batch = [_chat(generic), _chat("Bees make honey."), _chat(generic), _chat("Tea is a drink made from leaves.")]
+    scores, problem = _call(duplicate_penalty, batch, prompts=[[]] * 4, completion_ids=[[0]] * 4)
+    if scores is None:
+        return ExerciseResult(name, False, problem)
+    if not (scores[0] < scores[1] and scores[2] < scores[1] and scores[0] < scores[3] and scores[2] < scores[3]):
+        return ExerciseResult(
+            name, False, f"in a batch where two answers are identical the scores were {scores}: both copies must "
+            "score less than each unique answer. Count each text in the batch (collections.Counter)."
+        )  # fmt: skip
+    distinct, problem = _call(duplicate_penalty, [batch[1], batch[3], _chat("Owls hunt at night.")])
+    if distinct is None:
+        return ExerciseResult(name, False, problem)
+    if len(set(distinct)) != 1:
+        return ExerciseResult(
+            name, False, f"three distinct answers scored {distinct}: without duplicates the penalty must treat "
+            "every answer alike (else it becomes a second, hidden reward)."
+        )  # fmt: skip
+    return ExerciseResult(name, True, f"duplicates score {scores[0]}, unique answers {scores[1]}.")
+
+
+# --------------------------------------------------------------------------------------------- notebook 08
+def check_soft_label_reward(soft_label_reward: Callable[..., list[float]]) -> ExerciseResult:
+    """Notebook 08, exercise 4: 1.0 for exactly the label, 0.5 when the right label appears in a longer
+    answer, 0.0 for a wrong label and for an answer that names both labels (a hedge, not an answer)."""
+    name = "Notebook 08, exercise 4 (soft_label_reward)"
+    cases = [
+        ("Positive.", "positive", 1.0),
+        ("negative", "negative", 1.0),
+        ("This review is positive.", "positive", 0.5),
+        ("I think it is negative overall", "negative", 0.5),
+        ("negative", "positive", 0.0),
+        ("The review sounds negative to me.", "positive", 0.0),
+        ("positive or negative", "positive", 0.0),
+    ]
+    scores, problem = _call(soft_label_reward, [_chat(t) for t, _, _ in cases], label=[lab for _, lab, _ in cases])
+    if scores is None:
+        return ExerciseResult(name, False, problem)
+    for (text, label, want), got in zip(cases, scores, strict=True):
+        if abs(got - want) > 1e-9:
+            hint = (
+                " An answer that names both labels is a hedge, and paying it invites the model to list every label."
+                if "or" in text.split()
+                else ""
+            )
+            return ExerciseResult(name, False, f"{text!r} with label {label!r} scored {got}, expected {want}.{hint}")
+    return ExerciseResult(name, True, f"all {len(cases)} cases score as expected (exact 1.0, inside a sentence 0.5).")

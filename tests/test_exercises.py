@@ -1,0 +1,149 @@
+"""The exercise checks: the reference solutions in notebooks/solutions/ pass them, and the notebooks' unsolved
+stubs and typical mistakes do not, each with a message that says what to change."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils import exercises
+from course_utils.rewards import completion_text, make_length_reward
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
+MARK = "# checked by tests/test_exercises.py"
+
+
+def solution_namespace(notebook: str, **given) -> dict:
+    """Execute the checked code blocks of one solutions file, with ``given`` names from the notebook."""
+    text = (SOLUTIONS / f"{notebook}.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if b.startswith(MARK)]
+    assert blocks, f"{notebook}.md has no code block marked {MARK!r}"
+    namespace = dict(given)
+    for block in blocks:
+        exec(compile(block, f"{notebook}.md", "exec"), namespace)
+    return namespace
+
+
+def _length_and_topic(completions, completion_ids, topic, **kwargs):
+    """A stand-in for notebook 07's reward: length toward 50 characters, -30 when the topic is not mentioned."""
+    length = make_length_reward(50, max_completion_length=32)(completions, completion_ids=completion_ids)
+    ignored = [t.lower() not in completion_text(c).lower() for c, t in zip(completions, topic, strict=True)]
+    return [a - 30.0 * miss for a, miss in zip(length, ignored, strict=True)]
+
+
+HONEST = "Bees make honey and pollinate our flowers."
+SHORT = [0] * 10
+
+
+def test_result_reads_as_a_verdict():
+    assert str(exercises.ExerciseResult("Ex 1", True, "fine.")) == "Ex 1: ✔ solved. fine."
+    assert not exercises.ExerciseResult("Ex 1", False, "no.")
+
+
+# --- the reference solutions pass -------------------------------------------------------------------------
+def test_solution_topic_reward_passes():
+    result = exercises.check_topic_reward(solution_namespace("01_first_grpo_run")["topic_reward"])
+    assert result.passed, result
+
+
+def test_solution_entropy_passes():
+    result = exercises.check_entropy(solution_namespace("06_grpo_from_scratch")["entropy_from_logits"])
+    assert result.passed, result
+
+
+def test_solutions_of_notebook_07_pass():
+    ns = solution_namespace("07_reward_hacking_and_debugging", length_and_topic=_length_and_topic)
+    hacked = exercises.check_hack_is_caught(
+        _length_and_topic, ns["no_instruction_talk"], ns["my_hack"], HONEST, topic=["bees"], completion_ids=[SHORT]
+    )
+    assert hacked.passed, hacked
+    duplicates = exercises.check_duplicate_penalty(ns["duplicate_penalty"])
+    assert duplicates.passed, duplicates
+
+
+def test_solution_soft_label_reward_passes():
+    result = exercises.check_soft_label_reward(solution_namespace("08_your_own_data")["soft_label_reward"])
+    assert result.passed, result
+
+
+# --- the notebooks' stubs and typical mistakes fail, saying why --------------------------------------------
+def test_topic_reward_stub_and_mistakes():
+    stub = exercises.check_topic_reward(lambda completions, topic, **kwargs: [0.0] * len(completions))
+    assert not stub and "must score more" in stub.message
+    no_kwargs = exercises.check_topic_reward(lambda completions, topic: [0.0] * len(completions))
+    assert not no_kwargs and "keep **kwargs" in no_kwargs.message
+
+    def first_topic_only(completions, topic, **kwargs):  # compares every completion with topic[0]
+        return [0.0 if topic[0] in c[-1]["content"].lower() else -1.0 for c in completions]
+
+    assert not exercises.check_topic_reward(first_topic_only)
+    wrong_length = exercises.check_topic_reward(lambda completions, topic, **kwargs: [0.0])
+    assert not wrong_length and "one number per completion" in wrong_length.message
+
+
+@pytest.mark.parametrize(
+    ("entropy", "says"),
+    [
+        (lambda logits: torch.zeros(logits.shape[:-1]), "off by up to"),
+        (lambda logits: (logits.softmax(-1) * logits.log_softmax(-1)).sum(-1), "the wrong sign"),
+        (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1)).sum(), "shape"),
+        (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1) / torch.log(torch.tensor(2.0))).sum(-1), "bits"),
+    ],
+    ids=["stub", "sign", "summed-everything", "log2"],
+)
+def test_entropy_mistakes(entropy, says):
+    result = exercises.check_entropy(entropy)
+    assert not result and says in result.message
+
+
+def test_hack_check_refuses_a_non_hack_and_a_fix_that_does_not_catch():
+    stub = exercises.check_hack_is_caught(
+        _length_and_topic, _length_and_topic, HONEST, HONEST, topic=["bees"], completion_ids=[SHORT]
+    )
+    assert not stub and "same text" in stub.message
+    off_topic = exercises.check_hack_is_caught(
+        _length_and_topic, _length_and_topic, "I am ready with a short answer in one sentence.", HONEST,
+        topic=["bees"], completion_ids=[SHORT],
+    )  # fmt: skip
+    assert not off_topic and "not a hack yet" in off_topic.message
+    uncaught = exercises.check_hack_is_caught(
+        _length_and_topic, _length_and_topic, "I can tell you about bees in one short sentence.", HONEST,
+        topic=["bees"], completion_ids=[SHORT],
+    )  # fmt: skip
+    assert not uncaught and "must pay the honest answer more" in uncaught.message
+
+
+def test_duplicate_penalty_stub_and_a_hidden_second_reward():
+    stub = exercises.check_duplicate_penalty(lambda completions, **kwargs: [0.0] * len(completions))
+    assert not stub and "identical" in stub.message
+
+    def length_in_disguise(completions, **kwargs):  # penalises duplicates but also pays length
+        texts = [completion_text(c) for c in completions]
+        return [-30.0 * (texts.count(t) > 1) + len(t) / 100 for t in texts]
+
+    hidden = exercises.check_duplicate_penalty(length_in_disguise)
+    assert not hidden and "hidden" in hidden.message
+
+
+def test_soft_label_reward_stub_and_the_hedge():
+    stub = exercises.check_soft_label_reward(lambda completions, label, **kwargs: [0.0] * len(completions))
+    assert not stub and "expected 1.0" in stub.message
+
+    def pays_any_mention(completions, label, **kwargs):
+        out = []
+        for c, lab in zip(completions, label, strict=True):
+            words = re.findall(r"[a-z]+", completion_text(c).lower())
+            out.append(1.0 if words == [lab] else 0.5 if lab in words else 0.0)
+        return out
+
+    hedge = exercises.check_soft_label_reward(pays_any_mention)
+    assert not hedge and "hedge" in hedge.message
+
+
+def test_a_crashing_answer_is_reported_not_raised():
+    def broken(completions, **kwargs):
+        raise KeyError("content")
+
+    result = exercises.check_duplicate_penalty(broken)
+    assert not result and "raised KeyError" in result.message
