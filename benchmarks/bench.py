@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, default=2, help="steps between held-out evaluations")
     parser.add_argument("--skip-learn", action="store_true", help="no time-to-learn runs")
     parser.add_argument("--skip-levers", action="store_true", help="no per-lever step-cost runs")
+    parser.add_argument("--skip-probe", action="store_true", help="no generation probe (generation_probe.py)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
@@ -393,6 +394,18 @@ def main(argv: list[str] | None = None) -> int:
             _run_worker("step-cost", [*common, "--recipe", "course", "--lever", n, "--tmp", str(tmp / f"lever-{i}")])
             for i, n in enumerate(names)
         ]
+    probe = []
+    if not args.skip_probe:
+        print("generation alone (benchmarks/generation_probe.py)")
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("generation_probe.py"))],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")},
+        )
+        probe = [line for line in done.stdout.splitlines() if line.startswith("|")]
+        if done.returncode or not probe:
+            raise RuntimeError(f"generation probe failed:\n{done.stderr[-3000:]}")
     learns = []
     if not args.skip_learn:
         print(f"time to learn (cap {args.learn_minutes} min of training per recipe)")
@@ -400,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             _run_worker("learn", [*common, "--recipe", r, "--tmp", str(tmp / f"learn-{r}")])
             for r in ("course", "trl-defaults", "hf-course")
         ]
-    report = render(started, command, env, costs, learns, levers)
+    report = render(started, command, env, costs, learns, levers, probe)
     (out / "latest.md").write_text(report)
     (out / "latest.json").write_text(
         json.dumps(
@@ -410,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 "environment": env,
                 "step_cost": costs,
                 "levers": levers,
+                "generation_probe": probe,
                 "time_to_learn": learns,
             },
             indent=1,
@@ -448,7 +462,13 @@ def _learn_ratio(course: dict, other: dict, other_name: str) -> str | None:
 
 
 def render(
-    started: str, command: str, env: dict, costs: list[dict], learns: list[dict], levers: list[dict] = ()
+    started: str,
+    command: str,
+    env: dict,
+    costs: list[dict],
+    learns: list[dict],
+    levers: list[dict] = (),
+    probe: list[str] = (),
 ) -> str:
     lines = [
         f"## Benchmark run {started}",
@@ -502,6 +522,9 @@ def render(
                 f"Fastest lever ({best['lever']}) / TRL defaults, steps per second: "
                 f"**{best['steps_per_second'] / defaults['steps_per_second']:.2f}×**",
             ]
+    if probe:
+        lines += ["", "### Generation alone (`benchmarks/generation_probe.py`: 32 sampled tokens per completion)", ""]
+        lines += list(probe)
     if learns:
         lines += [
             "",

@@ -83,6 +83,9 @@ def test_levers_table_states_speedups_against_the_course_recipe_and_defaults():
     assert "| beta=0 (no reference model) | 8.00 | 2.00× |" in report
     assert "| LoRA r=16 | 32.00 | 0.50× |" in report
     assert "Fastest lever (beta=0 (no reference model)) / TRL defaults, steps per second: **2.50×**" in report
+    probe = ["| completions per call | precision | seconds | per 16 completions |", "| 16 | float32 | 7.0 | 7.0 |"]
+    assert "### Generation alone" in bench.render("t", "c", {}, costs, [], [], probe)
+    assert "### Generation alone" not in report
 
 
 def test_levers_change_only_what_they_name(tmp_path):
@@ -109,3 +112,10 @@ def test_bf16_lever_only_where_the_hardware_has_native_bf16(monkeypatch):
     assert "bf16 autocast" in bench.applicable_levers(CPU)
     gpu = Hardware(kind="gpu", device="cuda", name="H100")
     assert not any("bf16" in n for n in bench.applicable_levers(gpu)), "GPU presets already train in bf16"
+
+
+def test_generation_probe_prints_a_row_per_batch_and_precision(capsys):
+    probe = load("benchmarks/generation_probe.py")
+    assert probe.main(["--batches", "2", "--tokens", "2"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 |")]
+    assert [r.split(" | ")[1] for r in rows] == ["float32", "bf16 autocast"]
