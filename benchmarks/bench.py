@@ -54,6 +54,13 @@ LEVERS: dict[str, dict | str] = {
 }
 
 
+def lora_r16():
+    """The adapter of the LLM course's exercise and of notebook 05: r=16, alpha=32 on all linear layers."""
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear")
+
+
 def cpu_has_native_bf16() -> bool:
     """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones."""
     import torch
@@ -105,17 +112,12 @@ def recipe_config(recipe: str, preset, output_dir: str, max_steps: int, hardware
         change = LEVERS[lever] if lever is not None else {}
         lora = None
         if change == "lora":
-            from peft import LoraConfig
-
-            lora = LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear")
-            change = {}
+            lora, change = lora_r16(), {}
         if change.get("bf16") and hardware.device == "cpu":
             change = {**change, "use_cpu": True}  # transformers refuses bf16 on a CPU unless told it is one
         config = GRPOConfig(**common, **sizes, **{**precision, **recipe_kwargs, **change})
         return config, lora, make_length_reward(TARGET_CHARS, max_completion_length=preset.max_completion_length)
     if recipe == "hf-course":
-        from peft import LoraConfig
-
         # The LLM course's exercise, minus what no longer exists or cannot run here: max_prompt_length
         # (removed from TRL), optim="adamw_8bit" (bitsandbytes, CUDA only: adamw_torch on a CPU),
         # bf16=True (only where the hardware has it), report_to="wandb".
@@ -129,7 +131,7 @@ def recipe_config(recipe: str, preset, output_dir: str, max_steps: int, hardware
             num_generations=8,
             optim="adamw_8bit" if hardware.device == "cuda" and _has("bitsandbytes") else "adamw_torch",
         )
-        lora = LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear")
+        lora = lora_r16()
 
         def reward_len(completions, **kwargs):  # the exercise's reward, for chat completions
             return [-abs(TARGET_CHARS - len(c[-1]["content"])) for c in completions]
@@ -311,6 +313,11 @@ def worker_time_to_learn(recipe: str, preset_name: str, minutes: float, eval_eve
 
 
 # ----------------------------------------------------------------------------------------------- driver
+def _offline_env() -> dict:
+    """This environment with ``HF_HUB_OFFLINE=1`` unless the caller set it: workers load the local model."""
+    return {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+
+
 def _run_worker(kind: str, args: list[str]) -> dict:
     command = [sys.executable, __file__, "--worker", kind, *args]
     print("  $", " ".join(command[1:]), flush=True)
@@ -318,7 +325,7 @@ def _run_worker(kind: str, args: list[str]) -> dict:
         command,
         capture_output=True,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")},
+        env=_offline_env(),
     )
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
@@ -401,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             [sys.executable, str(Path(__file__).with_name("generation_probe.py"))],
             capture_output=True,
             text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")},
+            env=_offline_env(),
         )
         probe = [line for line in done.stdout.splitlines() if line.startswith("|")]
         if done.returncode or not probe:
