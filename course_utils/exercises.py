@@ -66,9 +66,8 @@ def check_topic_reward(topic_reward: Callable[..., list[float]]) -> ExerciseResu
     name = "Notebook 01, exercise 5 (topic_reward)"
     topics = [t for t, _, _ in TOPIC_CASES] * 2
     completions = [_chat(on) for _, on, _ in TOPIC_CASES] + [_chat(off) for _, _, off in TOPIC_CASES]
-    scores, problem = _call(
-        topic_reward, completions, topic=topics, prompts=[[]] * len(topics), completion_ids=[[0]] * len(topics)
-    )
+    trl_columns = dict(prompts=[[]] * len(topics), completion_ids=[[0]] * len(topics))  # also passed by TRL
+    scores, problem = _call(topic_reward, completions, topic=topics, **trl_columns)
     if scores is None:
         return ExerciseResult(name, False, problem + " (TRL also passes prompts, completion_ids, ...: keep **kwargs)")
     n = len(TOPIC_CASES)
@@ -81,7 +80,7 @@ def check_topic_reward(topic_reward: Callable[..., list[float]]) -> ExerciseResu
                 "about the topic must score more. Compare each completion with its own topic "
                 "(zip(completions, topic)), in lower case.",
             )
-    swapped, problem = _call(topic_reward, completions[::-1], topic=topics[::-1])
+    swapped, problem = _call(topic_reward, completions[::-1], topic=topics[::-1], **trl_columns)
     if swapped is None or swapped != scores[::-1]:
         return ExerciseResult(
             name, False, "reversing the batch changed the scores: each completion must be judged by its own topic."
