@@ -14,7 +14,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench runtimes clean-cache help
+.PHONY: setup course test unit lint lab doctor bench prove seeds runtimes clean-cache help
 
 help:
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
@@ -22,6 +22,8 @@ help:
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
+	@echo "make prove    each notebook in CI mode as written and with learning_rate=0: learning checks must fail then"
+	@echo "make seeds    each notebook in CI mode with untuned seeds (SEEDS=\"101 202 303\"): each must pass"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 
@@ -57,6 +59,14 @@ lint: $(STAMP)
 BENCH_ARGS ?=
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench.py $(if $(PRESET),--preset $(PRESET)) $(BENCH_ARGS)
+
+# make prove / make seeds: the checks themselves tested (docs/PROOF.md); not part of make test.
+SEEDS ?= 101 202 303
+prove: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py prove $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
+
+seeds: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py seeds --seeds $(SEEDS) $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
 
 RUNS ?=
 runtimes: $(STAMP)

@@ -7,6 +7,7 @@ and the same decoding settings, so the difference is what training changed.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +19,10 @@ from datasets import Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from course_utils.rewards import correctness_reward, strict_format_reward
+from course_utils.rewards import completion_text, correctness_reward, parse_number, strict_format_reward
 
 Prompt = str | list[dict[str, str]]
+_ANY_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 
 
 @torch.no_grad()
@@ -154,18 +156,42 @@ def proportion_ci(successes: int, n: int, z: float = 1.96) -> Estimate:
     return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
 
 
-def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[str, Estimate]:
-    """Strict format compliance and exact accuracy of reasoning/answer completions, with 95% intervals.
+def last_number(text: str) -> float | None:
+    """The last number anywhere in ``text`` (``"4 + 7 = 11."`` gives 11.0), or None: the lenient reading."""
+    found = _ANY_NUMBER.findall(text.replace(",", ""))
+    return float(found[-1]) if found else None
 
-    Uses the course's rewards as the definitions: "format" is :func:`course_utils.rewards.strict_format_reward`,
-    "accuracy" is :func:`course_utils.rewards.correctness_reward` (the last ``<answer>`` tag holds the number).
+
+def answer_scores(completions: Sequence[Any], answers: Sequence[Any]) -> dict[str, list[float]]:
+    """Per-completion scores (1.0 or 0.0) for the three answer metrics; :func:`answer_report` averages them.
+
+    * ``format``: :func:`course_utils.rewards.strict_format_reward` (the tags, in order, one number);
+    * ``accuracy``: :func:`course_utils.rewards.correctness_reward` (the number inside the tags is right);
+    * ``lenient_accuracy``: the last number anywhere in the reply is right, tags or not, so a model that
+      writes "4 + 7 = 11" counts as correct. Format and correctness are then read apart: strict accuracy
+      needs both, lenient accuracy only the arithmetic.
     """
     if len(completions) != len(answers):
         raise ValueError(f"{len(completions)} completions but {len(answers)} answers.")
+    lenient = []
+    for completion, answer in zip(completions, answers, strict=True):
+        value, expected = last_number(completion_text(completion)), parse_number(str(answer))
+        lenient.append(float(value is not None and expected is not None and abs(value - expected) < 1e-9))
+    return {
+        "format": [float(r) for r in strict_format_reward(completions)],
+        "accuracy": [float(r) for r in correctness_reward(completions, answer=answers)],
+        "lenient_accuracy": lenient,
+    }
+
+
+def answer_report(completions: Sequence[str], answers: Sequence[Any]) -> dict[str, Estimate]:
+    """Strict format, exact accuracy and lenient accuracy of reasoning/answer completions, with 95% intervals.
+
+    The definitions are :func:`answer_scores`'s.
+    """
+    scores = answer_scores(completions, answers)
     n = len(completions)
-    formatted = int(sum(strict_format_reward(completions)))
-    correct = int(sum(correctness_reward(completions, answer=answers)))
-    return {"format": proportion_ci(formatted, n), "accuracy": proportion_ci(correct, n)}
+    return {metric: proportion_ci(int(sum(values)), n) for metric, values in scores.items()}
 
 
 def evaluate_answers(

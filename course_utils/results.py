@@ -30,28 +30,47 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def record_results(notebook: str, metrics: dict[str, Any], checks: dict[str, bool], **context: Any) -> dict:
+def record_results(
+    notebook: str,
+    metrics: dict[str, Any],
+    checks: dict[str, bool],
+    guards: dict[str, bool] | None = None,
+    **context: Any,
+) -> dict:
     """Print and (under the course runner) save the run's measured numbers and check outcomes.
 
     Args:
         notebook: the notebook's id, e.g. ``"01_first_grpo_run"``.
         metrics: numbers measured in this run (before/after values, runtimes).
-        checks: plain-language claims mapped to whether this run's numbers satisfy them.
-        context: anything else worth keeping (preset, model, seed).
+        checks: the learning claims, in plain language, mapped to whether this run's numbers satisfy them.
+            Each must FAIL when GRPO's learning rate is 0: ``make prove`` runs the notebook that way and
+            reports any learning check that still passes as a defect.
+        guards: claims that hold whether or not GRPO learned (the model did not collapse, a merge is exact, a
+            failure demonstration failed). They must pass too, but they prove no learning.
+        context: anything else worth keeping (preset, model, seed, learning rate).
+
+    Returns the record; ``record["passed"]`` is True when every check and every guard passed.
     """
+    guards = guards or {}
     record = {
         "notebook": notebook,
-        "passed": all(bool(v) for v in checks.values()),
+        "passed": all(bool(v) for v in [*checks.values(), *guards.values()]),
         "checks": {k: bool(v) for k, v in checks.items()},
+        "guards": {k: bool(v) for k, v in guards.items()},
         "metrics": _plain(metrics),
         **_plain(context),
     }
-    width = max(len(k) for k in [*metrics, *checks]) + 2
+    width = max(len(k) for k in metrics) + 2 if metrics else 0
     print("Measured in this run")
     for key, value in record["metrics"].items():
         print(f"  {key:<{width}} {value}")
+    print("Learning checks (each must fail when GRPO's learning rate is 0)")
     for claim, ok in record["checks"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
+    if guards:
+        print("Guards (hold with or without learning)")
+        for claim, ok in record["guards"].items():
+            print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
     out_dir = os.environ.get(RESULTS_ENV)
     if out_dir:
         path = Path(out_dir) / f"{notebook}.json"

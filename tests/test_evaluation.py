@@ -99,7 +99,8 @@ def test_comparison_table_has_one_row_per_measurement():
     table = comparison_table(
         {"base": answer_report(["7", "8"], ["7", "7"]), "trained": answer_report([good, good], ["7", "7"])}
     )
-    assert list(table.index) == ["base", "trained"] and list(table.columns) == ["format", "accuracy"]
+    assert list(table.index) == ["base", "trained"]
+    assert list(table.columns) == ["format", "accuracy", "lenient_accuracy"]
     assert table.loc["trained", "accuracy"].startswith("100% (95% CI")
     assert table.loc["base", "format"].startswith("0% (95% CI 0%-")
     with pytest.raises(ValueError, match="same metrics"):
@@ -123,3 +124,27 @@ def test_evaluate_answers_scores_what_it_generated(course_model):
     assert report == answer_report(completions, ["4"] * len(PROMPTS))
     with pytest.raises(ValueError, match=r"needs columns \['answer'\]"):
         evaluate_answers(*course_model, rows.remove_columns("answer"), max_new_tokens=2)
+
+
+def test_lenient_accuracy_reads_the_last_number_tags_or_not():
+    from course_utils.evaluation import answer_scores
+
+    good = "<reasoning>\n4 plus 7 equals 11.\n</reasoning>\n<answer>\n11\n</answer>"
+    replies = [good, "4 + 7 = 11", "4 + 7 = 12", "eleven", "1,100 apples"]
+    scores = answer_scores(replies, ["11", "11", "11", "11", "1100"])
+    assert scores["format"] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert scores["accuracy"] == [1.0, 0.0, 0.0, 0.0, 0.0]  # strict: the number inside the tags
+    assert scores["lenient_accuracy"] == [1.0, 1.0, 0.0, 0.0, 1.0]  # last number: 11, 11, 12, none, 1100
+
+
+def test_paired_gain_needs_a_gain_not_a_tie():
+    from course_utils.proof import paired_gain
+
+    tie = paired_gain([1, 0, 1, 0] * 12, [1, 0, 1, 0] * 12)
+    assert (tie.mean, tie.low, tie.high) == (0.0, 0.0, 0.0), "no prompt changed: the interval is the point 0"
+    gain = paired_gain([0.0] * 48, [1.0] * 24 + [0.0] * 24)  # half the prompts went 0 -> 1: mean +0.5
+    assert gain.mean == 0.5 and 0.3 < gain.low < 0.5 < gain.high < 0.7
+    loss = paired_gain([1.0] * 48, [0.0] * 6 + [1.0] * 42)  # 6 of 48 went 1 -> 0: mean -0.125
+    assert loss.mean == -0.125 and loss.high <= 0
+    with pytest.raises(ValueError, match="one score per prompt"):
+        paired_gain([1, 0], [1])

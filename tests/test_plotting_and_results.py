@@ -74,3 +74,14 @@ def test_record_results_fails_when_any_check_fails(monkeypatch):
     monkeypatch.delenv(RESULTS_ENV, raising=False)
     record = record_results("00_demo", {"x": 1}, {"a": True, "b": False})
     assert record["passed"] is False and record["checks"] == {"a": True, "b": False}
+
+
+def test_guards_are_kept_apart_from_learning_checks(monkeypatch, capsys):
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    record = record_results("00_demo", {"x": 1}, {"learned": False}, guards={"no collapse": True})
+    assert record["checks"] == {"learned": False} and record["guards"] == {"no collapse": True}
+    assert record["passed"] is False, "a failed learning check fails the run even when every guard passes"
+    record = record_results("00_demo", {"x": 1}, {"learned": True}, guards={"no collapse": False})
+    assert record["passed"] is False, "a failed guard fails the run too"
+    out = capsys.readouterr().out
+    assert "Learning checks" in out and "Guards" in out

@@ -1,0 +1,77 @@
+"""make prove / make seeds (scripts/prove.py): verdicts, content hashes, and docs/PROOF.md kept in sync."""
+
+import json
+from pathlib import Path
+
+from repo_modules import load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _prove():
+    return load("scripts/prove.py")
+
+
+def _row(kind, checks, passed, code, seed=None, guards=None):
+    return {"kind": kind, "notebook": "01_demo", "code": code, "commit": "abc", "date": "2026-11-23 10:00",
+            "preset": "cpu-ci", "parameters": {"seed": seed} if seed is not None else {}, "passed": passed,
+            "recorded": True, "checks": checks, "guards": guards or {}, "metrics": {}, "minutes": 1.0,
+            "error": None}  # fmt: skip
+
+
+def _notebook(tmp_path, code="x = 1"):
+    path = tmp_path / "01_demo.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["# t"]},
+                                          {"cell_type": "code", "source": [code]}]}))  # fmt: skip
+    return path
+
+
+def test_a_learning_check_that_passes_without_learning_is_a_defect():
+    prove = _prove()
+    on = _row("prove-on", {"gain": True, "level": True}, True, "h")
+    assert prove.prove_verdict(on, _row("prove-off", {"gain": False, "level": False}, False, "h"))[2] == "proved"
+    off = _row("prove-off", {"gain": False, "level": True}, False, "h")  # "level" holds without learning
+    on_text, off_text, verdict = prove.prove_verdict(on, off)
+    assert verdict.startswith("DEFECT") and off_text == "1/2: level" and on_text == "2/2"
+    assert prove.prove_verdict(on, _row("prove-off", {}, False, "h"))[2] == "DEFECT: no learning checks"
+    failed_as_written = _row("prove-on", {"gain": False}, False, "h")
+    assert prove.prove_verdict(failed_as_written, _row("prove-off", {"gain": False}, False, "h"))[2].startswith(
+        "not proved")
+    assert prove.prove_verdict(None, off)[2] == "not run for this version"
+
+
+def test_rows_count_only_for_the_code_they_ran_on(tmp_path):
+    prove = _prove()
+    nb = _notebook(tmp_path)
+    old = prove.code_hash(nb)
+    markdown_only = json.loads(nb.read_text())
+    markdown_only["cells"][0]["source"] = ["# a new title"]
+    nb.write_text(json.dumps(markdown_only))
+    assert prove.code_hash(nb) == old, "markdown edits do not change what runs"
+    rows = [_row("seed", {"gain": True}, True, old, seed=101)]
+    assert len(prove.current(rows, [nb])["01_demo"]) == 1
+    nb.write_text(nb.read_text().replace("x = 1", "x = 2"))
+    assert prove.current(rows, [nb])["01_demo"] == [], "a row for other code does not count"
+    assert "No seed runs" in prove.render(rows, [nb])
+
+
+def test_seed_table_shows_each_seed_and_the_exit_status_follows_it(tmp_path):
+    prove = _prove()
+    nb = _notebook(tmp_path)
+    code = prove.code_hash(nb)
+    rows = [_row("seed", {"g": True}, True, code, seed=101), _row("seed", {"g": False}, False, code, seed=202)]
+    table = prove.render(rows, [nb])
+    assert "| 01_demo | pass (1.0 min) | FAIL (1.0 min) | 1/2 |" in table
+    assert not prove.all_good(rows, [nb], "seeds")
+    rows.append(_row("seed", {"g": True}, True, code, seed=202))  # the latest run of a seed counts
+    assert prove.all_good(rows, [nb], "seeds")
+
+
+def test_docs_tables_are_the_rendered_record():
+    prove = _prove()
+    doc = (ROOT / "docs" / "PROOF.md").read_text()
+    rendered = prove.render(prove.load(), prove.course_notebooks())
+    assert f"{prove.START}\n{rendered}\n{prove.END}" in doc, (
+        "docs/PROOF.md differs from benchmarks/results/proof.jsonl for the current notebooks: "
+        "run `python scripts/prove.py render`"
+    )
