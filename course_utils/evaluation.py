@@ -131,6 +131,7 @@ def length_report(
     errors = [abs(n - target_chars) for n in lengths]
     report = {
         "lengths": lengths,
+        "errors": errors,
         "mean_length": statistics.fmean(lengths),
         "length_error": mean_with_ci(errors),
         "within_20pct": sum(e <= 0.2 * target_chars for e in errors) / len(errors),

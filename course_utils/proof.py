@@ -23,14 +23,20 @@ from course_utils.evaluation import Estimate
 
 
 def paired_gain(
-    before: Sequence[float], after: Sequence[float], *, n_boot: int = 2000, seed: int = 0
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    higher_is_better: bool = True,
+    n_boot: int = 2000,
+    seed: int = 0,
 ) -> Estimate:
     """Mean of ``after[i] - before[i]`` over prompts, with a 95% percentile-bootstrap interval.
 
     Args:
-        before: one score per held-out prompt for the model training started from (higher is better;
-            pass ``-error`` for errors).
+        before: one score per held-out prompt for the model training started from.
         after: the same prompts, in the same order, scored for the trained model.
+        higher_is_better: False for errors: the gain is then ``before[i] - after[i]``, so that a positive gain
+            is always an improvement.
         n_boot: bootstrap resamples of the prompts.
         seed: seed of the resampling (the interval is reproducible).
     """
@@ -38,7 +44,8 @@ def paired_gain(
         raise ValueError(f"paired_gain needs one score per prompt on both sides: got {len(before)} and {len(after)}.")
     if not before:
         raise ValueError("paired_gain needs at least one prompt.")
-    diffs = [float(a) - float(b) for b, a in zip(before, after, strict=True)]
+    sign = 1.0 if higher_is_better else -1.0
+    diffs = [sign * (float(a) - float(b)) for b, a in zip(before, after, strict=True)]
     mean = statistics.fmean(diffs)
     rng = random.Random(seed)
     n = len(diffs)

@@ -146,5 +146,7 @@ def test_paired_gain_needs_a_gain_not_a_tie():
     assert gain.mean == 0.5 and 0.3 < gain.low < 0.5 < gain.high < 0.7
     loss = paired_gain([1.0] * 48, [0.0] * 6 + [1.0] * 42)  # 6 of 48 went 1 -> 0: mean -0.125
     assert loss.mean == -0.125 and loss.high <= 0
+    errors = paired_gain([40.0, 30.0, 20.0] * 10, [10.0, 10.0, 20.0] * 10, higher_is_better=False)
+    assert errors.mean == (30 + 20 + 0) / 3 and errors.low > 0, "an error that fell is a positive gain"
     with pytest.raises(ValueError, match="one score per prompt"):
         paired_gain([1, 0], [1])
