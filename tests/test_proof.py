@@ -21,8 +21,12 @@ def _row(kind, checks, passed, code, seed=None, guards=None):
 
 def _notebook(tmp_path, code="x = 1"):
     path = tmp_path / "01_demo.ipynb"
-    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["# t"]},
-                                          {"cell_type": "code", "source": [code]}]}))  # fmt: skip
+    path.write_text(json.dumps({"cells": [
+        {"cell_type": "markdown", "source": ["# t"]},
+        {"cell_type": "code", "source": ["# Colab set-up"]},
+        {"cell_type": "code", "source": ["seed = 0"], "metadata": {"tags": ["parameters"]}},
+        {"cell_type": "code", "source": [code]},
+    ]}))  # fmt: skip
     return path
 
 
@@ -48,6 +52,9 @@ def test_rows_count_only_for_the_code_they_ran_on(tmp_path):
     markdown_only["cells"][0]["source"] = ["# a new title"]
     nb.write_text(json.dumps(markdown_only))
     assert prove.code_hash(nb) == old, "markdown edits do not change what runs"
+    markdown_only["cells"][1]["source"] = ["# a new Colab set-up, above the parameters"]
+    nb.write_text(json.dumps(markdown_only))
+    assert prove.code_hash(nb) == old, "the Colab set-up cell does nothing outside Colab"
     rows = [_row("seed", {"gain": True}, True, old, seed=101)]
     assert len(prove.current(rows, [nb])["01_demo"]) == 1
     nb.write_text(nb.read_text().replace("x = 1", "x = 2"))
