@@ -87,9 +87,9 @@ def long_code_cells(path: Path, limit: int = MAX_CODE_CELL_LINES) -> list[tuple[
     ]
 
 
-# TODO(lead): checks cells and 08 are being rewritten; remove this exemption (and its test below) when they land.
+# TODO(lead): 08 is being rewritten; remove this exemption when it lands.
 def _exempt_from_line_limit(path: Path, cell) -> bool:
-    return path.name.startswith("08_") or "record_results(" in cell.source
+    return path.name.startswith("08_")
 
 
 def test_line_limit_finds_the_long_cell_and_names_it(tmp_path):
@@ -98,11 +98,11 @@ def test_line_limit_finds_the_long_cell_and_names_it(tmp_path):
         nbformat.v4.new_markdown_cell("# title"),
         nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(30))),  # 30 lines: allowed
         nbformat.v4.new_code_cell("\n".join(f"y{i} = {i}" for i in range(31))),  # 31 lines: one too many
-        nbformat.v4.new_code_cell("\n".join(["record_results("] * 40)),  # a checks cell: exempt for now
+        nbformat.v4.new_code_cell("\n".join(["record_results("] * 40)),  # a checks cell is no exception
     ]
     path = tmp_path / "01_demo.ipynb"
     nbformat.write(nb, path)
-    assert long_code_cells(path) == [(2, 31)]
+    assert long_code_cells(path) == [(2, 31), (3, 40)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
