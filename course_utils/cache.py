@@ -52,24 +52,22 @@ def describe(path: Path | None = None) -> str:
     return f"the default cache {path} ({CACHE_ENV} is not set)"
 
 
-def _fix() -> str:
-    return f"set {CACHE_ENV} to a folder you can write (or unset it to use ~/.cache/grpo-course)"
+#: What to do when the cache folder cannot be used (doctor prints it as the fix).
+CACHE_FIX = f"set {CACHE_ENV} to a folder you can write, or unset it to use ~/.cache/grpo-course"
 
 
 def cache_problem(path: Path | None = None) -> str | None:
-    """Why the course could not create or write the cache folder, in one line; None when it can."""
+    """Why the course cannot create or write the cache folder (naming GRPO_COURSE_CACHE); None when it can."""
     path = cache_dir() if path is None else path
     if path.exists() and not path.is_dir():
-        return f"{describe(path)} is a file, not a folder: {_fix()}."
+        return f"{describe(path)} is a file, not a folder"
     existing = path
-    while not existing.exists():
-        if existing.parent == existing:
-            break
+    while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
-        return f"{describe(path)} cannot be created because {existing} is a file: {_fix()}."
+        return f"{describe(path)} cannot be created because {existing} is a file"
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{describe(path)} cannot be written (no permission on {existing}): {_fix()}."
+        return f"{describe(path)} cannot be written (no permission on {existing})"
     return None
 
 
@@ -83,14 +81,14 @@ def ensure_cache_dir() -> Path:
     path = cache_dir()
     problem = cache_problem(path)
     if problem:
-        raise CacheError(problem)
+        raise CacheError(f"{problem}: {CACHE_FIX}.")
     try:
         path.mkdir(parents=True, exist_ok=True)
         marker = path / MARKER
         if not marker.is_file():
             marker.write_text(MARKER_TEXT)
     except OSError as error:
-        raise CacheError(f"{describe(path)} cannot be used ({error.strerror or error}): {_fix()}.") from None
+        raise CacheError(f"{describe(path)} cannot be used ({error.strerror or error}): {CACHE_FIX}.") from None
     return path
 
 
@@ -175,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = cache_problem()
         path = cache_dir()
         state = "the course's cache" if is_marked(path) else "exists, no marker" if path.exists() else "not created yet"
-        print(problem or f"{describe(path)}: {state}")
+        print(f"{problem}: {CACHE_FIX}." if problem else f"{describe(path)}: {state}")
         return 1 if problem else 0
     try:
         clean_cache()
