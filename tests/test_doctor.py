@@ -4,11 +4,40 @@ import importlib.metadata
 
 from course_utils import doctor, models
 
+MIN_PYTHON_TEXT = ".".join(map(str, doctor.MIN_PYTHON))  # "3.11"
+
 
 def test_python_version():
     assert doctor.check_python((3, 11, 7)).status == "OK"
-    old = doctor.check_python((3, 9, 18))
-    assert old.status == "FAIL" and "3.10 or newer" in old.fix
+    old = doctor.check_python((3, 10, 14))
+    assert old.status == "FAIL" and "3.11 or newer" in old.fix
+
+
+def test_version_floors_are_what_the_installed_libraries_declare():
+    """requires-python, the doctor's MIN_PYTHON and requirements.txt's torch floor are no lower than what
+    transformers and TRL declare in their metadata (both: Requires-Python >= 3.11; transformers: torch>=2.6)."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    pyproject = tomllib.loads((Path(doctor.__file__).parent.parent / "pyproject.toml").read_text())
+    ours = SpecifierSet(pyproject["project"]["requires-python"])
+    assert (
+        ours == SpecifierSet(f">={MIN_PYTHON_TEXT}")
+        and f"py{MIN_PYTHON_TEXT.replace('.', '')}" == (pyproject["tool"]["ruff"]["target-version"])
+    )
+    for package in ("transformers", "trl"):
+        theirs = SpecifierSet(importlib.metadata.metadata(package)["Requires-Python"])
+        floor = Version(next(s.version for s in theirs if s.operator == ">="))
+        assert floor <= Version(MIN_PYTHON_TEXT), f"{package} needs Python {theirs}, the course says {ours}"
+    torch_needed = [
+        Requirement(r) for r in importlib.metadata.requires("transformers") if Requirement(r).name == "torch"
+    ]
+    floors = {Version(s.version) for r in torch_needed for s in r.specifier if s.operator == ">="}
+    assert max(floors) <= Version(doctor.minimum_versions()["torch"]), (floors, doctor.minimum_versions()["torch"])
 
 
 def test_minimums_come_from_requirements_txt():
