@@ -26,6 +26,7 @@ help:
 	@echo "make seeds    each notebook in CI mode with untuned seeds (SEEDS=\"101 202 303\"): each must pass"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
+	@echo "make clean-cache  remove the converted model from the course's cache (only a folder the course created)"
 
 setup: $(STAMP)
 
@@ -78,5 +79,8 @@ doctor: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
 
+# Removes only the course's converted models from a cache folder that carries the course's marker
+# (.grpo-course-cache); refuses any other folder, e.g. GRPO_COURSE_CACHE pointing at your own files.
+# Standard library only, so it runs with the venv's Python or, before set-up, the system's.
 clean-cache:
-	rm -rf $${GRPO_COURSE_CACHE:-$$HOME/.cache/grpo-course}
+	@"$(if $(wildcard $(PY)),$(PY),$(PYTHON))" -m course_utils.cache --clean

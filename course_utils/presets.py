@@ -170,17 +170,30 @@ def get_preset(name: str = "auto", hardware: Hardware | None = None, task: str =
     if task not in TASKS:
         raise ValueError(f"Unknown task {task!r}. Choose one of: {', '.join(map(repr, TASKS))}.")
     presets = TASKS[task]
-    if name == "auto":
-        name = os.environ.get(PRESET_ENV) or _DEFAULT_FOR_HARDWARE[(hardware or detect_hardware()).kind]
+    hw = hardware or detect_hardware()
+    from_env = name == "auto" and bool(os.environ.get(PRESET_ENV, "").strip())
+    if from_env:
+        name = os.environ[PRESET_ENV].strip()
+    elif name == "auto":
+        name = _DEFAULT_FOR_HARDWARE[hw.kind]
     if name not in presets:
+        if from_env:
+            raise ValueError(
+                f"Unknown preset {name!r} in {PRESET_ENV}={name}: set {PRESET_ENV} to one of "
+                f"{', '.join(presets)} (or unset it to pick the preset for this machine)."
+            )
         raise ValueError(f"Unknown preset {name!r}. Choose one of: 'auto', {', '.join(map(repr, presets))}.")
     preset = presets[name]
-    hw = hardware or detect_hardware()
+
+    def use(other: str) -> str:  # the change to make, in the terms the learner chose the preset with
+        return f"{PRESET_ENV}={other} (or unset {PRESET_ENV})" if from_env else f"preset={other!r} (or 'auto')"
+
+    origin = f" (from {PRESET_ENV})" if from_env else ""
     if (preset.bf16 or preset.fp16) and hw.kind == "cpu":
         raise ValueError(
-            f"Preset {name!r} trains in {'bf16' if preset.bf16 else 'fp16'} on a GPU, but no CUDA GPU was "
-            "found. Use preset='cpu' (or 'auto')."
+            f"Preset {name!r}{origin} trains in {'bf16' if preset.bf16 else 'fp16'} on a GPU, but no CUDA GPU "
+            f"was found. Use {use('cpu')}."
         )
     if preset.bf16 and hw.kind == "t4":
-        raise ValueError(f"Preset {name!r} needs bfloat16, which {hw.name} lacks. Use preset='t4' (or 'auto').")
+        raise ValueError(f"Preset {name!r}{origin} needs bfloat16, which {hw.name} lacks. Use {use('t4')}.")
     return _validated(preset)

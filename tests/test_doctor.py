@@ -4,11 +4,40 @@ import importlib.metadata
 
 from course_utils import doctor, models
 
+MIN_PYTHON_TEXT = ".".join(map(str, doctor.MIN_PYTHON))  # "3.11"
+
 
 def test_python_version():
     assert doctor.check_python((3, 11, 7)).status == "OK"
-    old = doctor.check_python((3, 9, 18))
-    assert old.status == "FAIL" and "3.10 or newer" in old.fix
+    old = doctor.check_python((3, 10, 14))
+    assert old.status == "FAIL" and "3.11 or newer" in old.fix
+
+
+def test_version_floors_are_what_the_installed_libraries_declare():
+    """requires-python, the doctor's MIN_PYTHON and requirements.txt's torch floor are no lower than what
+    transformers and TRL declare in their metadata (both: Requires-Python >= 3.11; transformers: torch>=2.6)."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    pyproject = tomllib.loads((Path(doctor.__file__).parent.parent / "pyproject.toml").read_text())
+    ours = SpecifierSet(pyproject["project"]["requires-python"])
+    assert (
+        ours == SpecifierSet(f">={MIN_PYTHON_TEXT}")
+        and f"py{MIN_PYTHON_TEXT.replace('.', '')}" == (pyproject["tool"]["ruff"]["target-version"])
+    )
+    for package in ("transformers", "trl"):
+        theirs = SpecifierSet(importlib.metadata.metadata(package)["Requires-Python"])
+        floor = Version(next(s.version for s in theirs if s.operator == ">="))
+        assert floor <= Version(MIN_PYTHON_TEXT), f"{package} needs Python {theirs}, the course says {ours}"
+    torch_needed = [
+        Requirement(r) for r in importlib.metadata.requires("transformers") if Requirement(r).name == "torch"
+    ]
+    floors = {Version(s.version) for r in torch_needed for s in r.specifier if s.operator == ">="}
+    assert max(floors) <= Version(doctor.minimum_versions()["torch"]), (floors, doctor.minimum_versions()["torch"])
 
 
 def test_minimums_come_from_requirements_txt():
@@ -63,3 +92,51 @@ def test_exit_status_is_1_when_anything_fails(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "run_checks", lambda load: [doctor.Check("python", "OK", "3.11.7")])
     assert doctor.main([]) == 0
     assert "ready" in capsys.readouterr().out
+
+
+def test_a_cache_that_is_a_file_is_a_failure_with_the_fix(tmp_path, monkeypatch):
+    file = tmp_path / "cache.txt"
+    file.write_text("mine")
+    monkeypatch.setenv(models.CACHE_ENV, str(file))
+    check = doctor.check_cache()
+    assert check.status == "FAIL"
+    assert check.detail == f"GRPO_COURSE_CACHE={file} is a file, not a folder"
+    assert check.fix == "set GRPO_COURSE_CACHE to a folder you can write, or unset it to use ~/.cache/grpo-course"
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "new"))
+    assert doctor.check_cache().status == "OK"
+
+
+def test_run_checks_reports_the_cache_and_skips_loading_when_it_fails(tmp_path, monkeypatch):
+    file = tmp_path / "cache.txt"
+    file.write_text("mine")
+    monkeypatch.setenv(models.CACHE_ENV, str(file))
+    monkeypatch.setattr(doctor, "check_packages", lambda: [])
+    monkeypatch.setattr(doctor, "check_model_loads", lambda: doctor.Check("model load", "OK", "must not run"))
+    checks = {c.name: c for c in doctor.run_checks(load=True)}
+    assert checks["cache"].status == "FAIL" and "model load" not in checks
+
+
+def test_a_bad_course_preset_is_a_failure(monkeypatch):
+    monkeypatch.delenv("COURSE_PRESET", raising=False)
+    assert doctor.check_preset() == []
+    monkeypatch.setenv("COURSE_PRESET", "garbage")
+    (check,) = doctor.check_preset()
+    assert check.status == "FAIL" and check.detail == "COURSE_PRESET=garbage"
+    assert "set COURSE_PRESET to one of cpu-ci, cpu, t4, gpu" in check.fix
+    monkeypatch.setenv("COURSE_PRESET", "cpu-ci")
+    assert doctor.check_preset()[0].status == "OK"
+
+
+def test_model_check_names_course_model_and_local_folders(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv(models.MODEL_ENV, "not/a-model")
+    check = doctor.check_model("auto")
+    assert check.status == "FAIL" and "(set by COURSE_MODEL)" in check.detail and "unset COURSE_MODEL" in check.fix
+    monkeypatch.setenv(models.MODEL_ENV, str(tmp_path / "missing"))
+    check = doctor.check_model("auto")
+    assert check.status == "FAIL" and f"{tmp_path / 'missing'} does not exist" in check.detail
+    assert check.fix.startswith("set COURSE_MODEL to a folder")
+    (tmp_path / "empty").mkdir()
+    check = doctor.check_model(str(tmp_path / "empty"))
+    assert check.status == "FAIL" and "has no config.json" in check.detail and check.fix.startswith("set model_name")
