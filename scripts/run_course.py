@@ -36,7 +36,8 @@ def summarise(runs: list[NotebookRun], preset: str) -> str:
     for run in runs:
         metrics = (run.record or {}).get("metrics", {})
         shown = ", ".join(f"{k}={v}" for k, v in metrics.items() if not k.endswith("seconds"))
-        checks = "; ".join(f"{'PASS' if ok else 'FAIL'}: {c}" for c, ok in (run.record or {}).get("checks", {}).items())
+        claims = {**(run.record or {}).get("checks", {}), **(run.record or {}).get("guards", {})}
+        checks = "; ".join(f"{'PASS' if ok else 'FAIL'}: {c}" for c, ok in claims.items())
         outcome = checks or _last_line(run.error)
         lines.append(f"| {run.notebook} | {run.status} | {run.seconds / 60:.1f} min | {shown} | {outcome} |")
     total = sum(r.seconds for r in runs)
