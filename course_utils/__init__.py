@@ -8,6 +8,8 @@
 * :mod:`course_utils.rewards`: the reward functions the lessons teach, with TRL's signature.
 * :mod:`course_utils.plotting`: live reward plot and plots of logged metrics.
 * :mod:`course_utils.results`: record what a notebook measured and whether its checks passed.
+* :mod:`course_utils.proof`: paired gains over the model training started from, with a bootstrap interval.
+* :mod:`course_utils.cache`: the course cache folder and ``make clean-cache``.
 * :mod:`course_utils.preflight`: check a run's dataset, rewards, lengths, batch and precision before training.
 * :mod:`course_utils.warm_start`: a short supervised warm start that teaches the answer format.
 * :mod:`course_utils.doctor`: check a machine before a workshop (``make doctor``).
