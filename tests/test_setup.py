@@ -365,3 +365,134 @@ def test_make_help_lists_every_target_and_only_real_ones():
     listed = set(re.findall(r"^make ([a-z][a-z0-9-]*)", _make("-s", "help").stdout, flags=re.MULTILINE))
     assert targets - listed == set(), f"make help does not list: {sorted(targets - listed)}"
     assert listed - targets == set(), f"make help lists targets that do not exist: {sorted(listed - targets)}"
+
+
+# --- Colab from the badge ------------------------------------------------------------------------------
+
+set_repo = load("scripts/set_repository.py")
+
+
+def _setup_cells() -> dict[str, str]:
+    import nbformat
+
+    cells = {}
+    for path in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cell = nbformat.read(path, as_version=4).cells[2]
+        assert cell.cell_type == "code" and cell.source.startswith("# Colab set-up"), f"{path.name}: cell 2"
+        cells[path.name] = cell.source
+    return cells
+
+
+def test_every_badge_clone_cell_and_clone_line_agree_with_the_repository_setting():
+    assert set_repo.read_repository() == "grpo-course/grpo-course"  # pyproject.toml [tool.grpo-course]
+    assert set_repo.mismatches() == []
+
+
+def test_the_colab_cell_is_the_same_short_cell_in_every_notebook():
+    cells = _setup_cells()
+    assert len(cells) == 9 and len(set(cells.values())) == 1, "one set-up cell, copied unchanged"
+    source = next(iter(cells.values()))
+    assert len(source.splitlines()) <= 30
+    named = set(re.findall(r"requirements[\w-]*\.txt", source))
+    assert named == {"requirements-colab.txt"}, f"Colab installs only requirements-colab.txt, not {named}"
+
+
+class _ColabRun:
+    """Runs the Colab set-up cell as Colab would, with git and pip recorded instead of run."""
+
+    def __init__(self, monkeypatch, *, cloned: bool, installed: bool, loaded: tuple[str, ...] = ()):
+        import types
+
+        self.calls: list[list[str]] = []
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        monkeypatch.setattr(subprocess, "run", lambda command, **kw: self.calls.append(command))
+        monkeypatch.setattr(os.path, "isdir", lambda path: cloned if path == "/content/grpo-course" else False)
+        monkeypatch.setattr(os, "chdir", lambda path: None)
+        if not installed:
+            monkeypatch.setitem(sys.modules, "trl", None)  # `import trl` raises ImportError
+        for name in ("transformers", "datasets", "pyarrow", "huggingface_hub"):
+            if name in loaded:
+                monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+            else:
+                monkeypatch.delitem(sys.modules, name, raising=False)
+
+    def __call__(self) -> list[list[str]]:
+        exec(compile(next(iter(_setup_cells().values())), "colab-setup-cell", "exec"), {})
+        return self.calls
+
+
+CLONE = ["git", "clone", "--depth", "1", "https://github.com/grpo-course/grpo-course", "/content/grpo-course"]
+INSTALL = [sys.executable, "-m", "pip", "install", "-q", "-r", "/content/grpo-course/requirements-colab.txt"]
+
+
+def test_colab_fresh_runtime_clones_the_set_repository_and_installs_the_colab_set(monkeypatch):
+    assert _ColabRun(monkeypatch, cloned=False, installed=False)() == [CLONE, INSTALL]
+
+
+def test_colab_installs_again_when_an_import_fails_although_the_folder_is_there(monkeypatch):
+    assert _ColabRun(monkeypatch, cloned=True, installed=False)() == [INSTALL]
+
+
+def test_colab_with_everything_in_place_runs_nothing(monkeypatch):
+    assert _ColabRun(monkeypatch, cloned=True, installed=True)() == []
+
+
+def test_colab_asks_for_a_restart_when_upgraded_libraries_were_already_imported(monkeypatch):
+    run = _ColabRun(monkeypatch, cloned=True, installed=False, loaded=("transformers",))
+    with pytest.raises(RuntimeError, match=r"\['transformers'\] were upgraded: Runtime > Restart session"):
+        run()
+    assert run.calls == [INSTALL]
+
+
+def test_the_cell_does_nothing_outside_colab(monkeypatch):
+    calls = []
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setattr(subprocess, "run", lambda command, **kw: calls.append(command))
+    exec(compile(next(iter(_setup_cells().values())), "colab-setup-cell", "exec"), {})
+    assert calls == []
+
+
+def _copy_of_the_repository_files(tmp_path: Path) -> Path:
+    import shutil
+
+    for relative in ("pyproject.toml", "README.md", "docs/INSTRUCTORS.md", "course_utils/__init__.py"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / relative, tmp_path / relative)
+    shutil.copytree(REPO_ROOT / "notebooks", tmp_path / "notebooks")
+    return tmp_path
+
+
+def test_set_repository_points_every_copy_at_a_fork_and_changes_nothing_else(tmp_path):
+    import nbformat
+
+    root = _copy_of_the_repository_files(tmp_path)
+    before = {p: nbformat.read(p, as_version=4) for p in sorted((root / "notebooks").glob("[0-9]*.ipynb"))}
+    changed = set_repo.set_repository("my-org/grpo-fork", root=root)
+    assert len(changed) == 9 + 4, [str(p) for p in changed]  # notebooks + pyproject, README, INSTRUCTORS, init
+    assert set_repo.read_repository(root) == "my-org/grpo-fork" and set_repo.mismatches(root) == []
+    for path in [*before, *(root / f for f in ("README.md", "docs/INSTRUCTORS.md", "pyproject.toml"))]:
+        assert "grpo-course/grpo-course" not in path.read_text(), f"{path.name} still names the old repository"
+    assert "git clone https://github.com/my-org/grpo-fork && cd grpo-fork" in (root / "README.md").read_text()
+    for path, old in before.items():
+        new = nbformat.read(path, as_version=4)
+        assert [c.id for c in new.cells] == [c.id for c in old.cells], "cell ids kept"
+        differing = [i for i, (a, b) in enumerate(zip(old.cells, new.cells, strict=True)) if a.source != b.source]
+        assert differing == [0, 2], f"{path.name}: only the badge and the set-up cell change, not {differing}"
+    assert set_repo.set_repository("my-org/grpo-fork", root=root) == [], "a second run changes nothing"
+
+
+def test_a_malformed_repository_is_refused_before_anything_is_written(tmp_path):
+    root = _copy_of_the_repository_files(tmp_path)
+    for bad in ("grpo-course", "https://github.com/a/b", "a/b/c", "a/b.git", "a b/c"):
+        with pytest.raises(SystemExit, match="OWNER/NAME"):
+            set_repo.set_repository(bad, root=root)
+    assert set_repo.read_repository(root) == "grpo-course/grpo-course"
+
+
+def test_a_disagreeing_copy_is_reported_by_name(tmp_path):
+    root = _copy_of_the_repository_files(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("cd grpo-course", "cd somewhere-else"))
+    (problem,) = set_repo.mismatches(root)
+    assert problem.startswith("README.md: clone line should read `git clone https://github.com/grpo-course/")
