@@ -15,7 +15,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench runtimes constraints upgrade-check clean-cache help
+.PHONY: setup course test unit lint lab doctor bench runtimes gpu-check constraints upgrade-check clean-cache help
 
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
@@ -26,6 +26,7 @@ help:
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
+	@echo "make gpu-check  on a CUDA GPU: every notebook with presets t4 and gpu; runtimes and learning numbers recorded"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"
 	@echo "make upgrade-check newest versions, no constraints, in a throwaway venv: run the unit tests (finds drift)"
@@ -62,6 +63,14 @@ bench: $(STAMP)
 RUNS ?=
 runtimes: $(STAMP)
 	$(PY) benchmarks/runtimes.py $(RUNS)
+
+# On a CUDA GPU: every notebook with the t4 preset (fp16) and the gpu preset (bf16), recorded like make runtimes
+# (benchmarks/gpu_check.py). Refuses on a machine without one before setting anything up.
+GPU_PRESETS ?= t4 gpu
+gpu-check:
+	@$(PYTHON) benchmarks/gpu_check.py --refuse-without-gpu
+	@$(MAKE) --no-print-directory setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_check.py --presets $(GPU_PRESETS) $(NOTEBOOKS)
 
 doctor: $(STAMP)
 	$(PY) -m course_utils.doctor --load

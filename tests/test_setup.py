@@ -496,3 +496,101 @@ def test_a_disagreeing_copy_is_reported_by_name(tmp_path):
     readme.write_text(readme.read_text().replace("cd grpo-course", "cd somewhere-else"))
     (problem,) = set_repo.mismatches(root)
     assert problem.startswith("README.md: clone line should read `git clone https://github.com/grpo-course/")
+
+
+# --- make gpu-check ------------------------------------------------------------------------------------
+
+gpu_check = load("benchmarks/gpu_check.py")
+H100 = gpu_check.Gpu(True, "NVIDIA H100 80GB HBM3", True, "2.13.0+cu128", "12.8")
+T4 = gpu_check.Gpu(True, "Tesla T4", False, "2.13.0+cu128", "12.8")
+needs_a_cpu_machine = pytest.mark.skipif(
+    bool(__import__("shutil").which("nvidia-smi")), reason="checks the refusal on a machine without a GPU"
+)
+
+
+@needs_a_cpu_machine
+def test_make_gpu_check_refuses_on_a_cpu_machine_before_any_set_up(tmp_path):
+    runs_before = sorted((REPO_ROOT / "runs").glob("*")) if (REPO_ROOT / "runs").is_dir() else []
+    result = _make("-s", "gpu-check", f"VENV={tmp_path}/venv")
+    assert result.returncode != 0
+    assert "make gpu-check needs a CUDA GPU; this machine has none" in result.stderr
+    assert not (tmp_path / "venv").exists(), "nothing is set up on a machine that cannot run it"
+    assert (sorted((REPO_ROOT / "runs").glob("*")) if (REPO_ROOT / "runs").is_dir() else []) == runs_before
+
+
+@needs_a_cpu_machine
+def test_the_script_refuses_on_a_cpu_machine_without_running_anything(monkeypatch, capsys):
+    monkeypatch.setattr(subprocess, "run", lambda *a, **kw: pytest.fail("no notebook may run"))
+    monkeypatch.setattr(gpu_check.rt, "RECORD", Path("/nonexistent/runtimes.json"))
+    assert gpu_check.main([]) == 1
+    assert capsys.readouterr().err.startswith("make gpu-check needs a CUDA GPU; this machine has none")
+
+
+def test_the_refusal_names_the_cause_and_the_fix():
+    no_cuda = gpu_check.Gpu(False, "", False, "2.13.0+cpu", None)
+    assert "no nvidia-smi" in gpu_check.refusal(no_cuda, has_nvidia_smi=False)
+    assert "no nvidia-smi" in gpu_check.refusal(None, has_nvidia_smi=False), "the check before make setup"
+    assert gpu_check.refusal(None, has_nvidia_smi=True) is None, "then make setup and the torch check decide"
+    cpu_build = gpu_check.refusal(no_cuda, has_nvidia_smi=True)
+    assert "CPU build" in cpu_build and 'pip install --force-reinstall "torch==2.13.0"' in cpu_build
+    no_device = gpu_check.Gpu(False, "", False, "2.13.0+cu128", "12.8")
+    assert "sees no device" in gpu_check.refusal(no_device, has_nvidia_smi=True)
+    assert gpu_check.refusal(H100, has_nvidia_smi=True) is None
+
+
+def test_presets_follow_the_gpu():
+    assert gpu_check.presets_to_run(["t4", "gpu"], H100) == (
+        ["t4", "gpu"],
+        ["the t4 preset runs on NVIDIA H100 80GB HBM3, not a T4: its record names this machine"],
+    )
+    runnable, notes = gpu_check.presets_to_run(["t4", "gpu"], T4)
+    assert runnable == ["t4"] and notes == ["skipping preset gpu: Tesla T4 has no bfloat16 (it needs Ampere or newer)"]
+    with pytest.raises(SystemExit, match="--presets cpu"):
+        gpu_check.presets_to_run(["cpu"], H100)
+
+
+def test_on_a_gpu_each_preset_runs_every_notebook_and_is_recorded_with_its_learning_numbers(
+    monkeypatch, tmp_path, capsys
+):
+    """The path after the CUDA check, with run_course.py replaced by a writer of its summary.json."""
+    import json
+    import shutil
+
+    commands = []
+
+    def fake_run_course(command, cwd):
+        commands.append(command)
+        preset, out = command[command.index("--preset") + 1], Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json.dumps([
+            {"notebook": "01_first_grpo_run", "status": "pass", "seconds": 90.0,
+             "record": {"preset": preset, "passed": True, "metrics": {"held_out_length_after": 52.0},
+                        "checks": {"length moved toward 50": True}}},
+            {"notebook": "02_format_and_correctness_rewards", "status": "did not learn", "seconds": 300.0,
+             "record": {"preset": preset, "passed": False, "metrics": {}, "checks": {"learned": False}}},
+        ]))  # fmt: skip
+        return subprocess.CompletedProcess(command, 1)  # one notebook did not learn
+
+    shutil.copy(REPO_ROOT / "README.md", tmp_path / "README.md")
+    monkeypatch.setattr(gpu_check, "detect_gpu", lambda: H100)
+    monkeypatch.setattr(gpu_check.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(gpu_check.subprocess, "run", fake_run_course)
+    monkeypatch.setattr(gpu_check, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(gpu_check.rt, "RECORD", tmp_path / "runtimes.json")
+    monkeypatch.setattr(gpu_check.rt, "README", tmp_path / "README.md")
+
+    assert gpu_check.main([]) == 1, "a notebook that did not learn fails the check"
+    assert [c[c.index("--preset") + 1] for c in commands] == ["t4", "gpu"]
+    assert all(c[1].endswith("scripts/run_course.py") for c in commands)
+    measurements = json.loads((tmp_path / "runtimes.json").read_text())["measurements"]
+    assert [(m["notebook"], m["preset"], m["minutes"]) for m in measurements] == [
+        ("01_first_grpo_run", "t4", 1.5),  # 90 s; the notebook that did not learn is not recorded
+        ("01_first_grpo_run", "gpu", 1.5),
+    ]
+    assert measurements[0]["machine"].startswith("NVIDIA H100 80GB HBM3, ")
+    assert measurements[0]["metrics"] == {"held_out_length_after": 52.0}
+    assert measurements[0]["checks"] == {"length moved toward 50": True}
+    assert measurements[0]["source"].startswith("make gpu-check (") and "-gpu-check-t4)" in measurements[0]["source"]
+    row = next(line for line in (tmp_path / "README.md").read_text().splitlines() if "01_first_grpo_run" in line)
+    assert row.endswith("| 1.5 min | 1.5 min |"), "the T4 and Ampere+ columns come from the record"
+    assert "the t4 preset runs on NVIDIA H100 80GB HBM3, not a T4" in capsys.readouterr().out
