@@ -24,7 +24,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from course_utils.data import DatasetFormatError, validate_prompt_dataset
+from course_utils.data import LINE_COLUMN, DatasetFormatError, validate_prompt_dataset
 from course_utils.hardware import Hardware, detect_hardware
 
 #: Keyword arguments GRPOTrainer passes to every reward function itself; any other named parameter of a
@@ -189,11 +189,15 @@ def check_length_budget(
     longest = max(counts)
     if context_length is not None and longest + max_completion_length > context_length:
         row = counts.index(longest)
+        others = sum(n + max_completion_length > context_length for n in counts) - 1
+        where = f"Row {row}"
+        if LINE_COLUMN in dataset.column_names:  # rows read by course_utils.data.load_rows know their file line
+            where += f" (line {dataset[row][LINE_COLUMN]} of the file)"
         raise PreflightError(
-            f"Row {row}: the prompt has {longest} tokens, and with max_completion_length={max_completion_length} "
-            f"that exceeds the model's context of {context_length} tokens. Shorten or drop long prompts "
-            f"(filter rows with more than {context_length - max_completion_length} prompt tokens), or lower "
-            "max_completion_length."
+            f"{where}: the prompt has {longest} tokens, and with max_completion_length={max_completion_length} "
+            f"that exceeds the model's context of {context_length} tokens"
+            f"{f' ({others} more row(s) too)' if others else ''}. Shorten or drop long prompts (filter rows with "
+            f"more than {context_length - max_completion_length} prompt tokens), or lower max_completion_length."
         )
     return longest
 
