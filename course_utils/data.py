@@ -9,12 +9,20 @@ held-out ("test") split never shares a question with the training split.
   :func:`worked_examples`: formatted solutions for a supervised warm start.
 * :func:`to_conversational` and :func:`validate_prompt_dataset`: TRL's conversational format,
   checked row by row with errors that name the row and the column.
+* :func:`load_rows`: your own CSV or JSON Lines file, every row tagged with its line in the file, and a
+  one-line error naming the line and the fix for a file that cannot be read (encoding, separator, shape).
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import random
+import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from datasets import Dataset, DatasetDict
@@ -250,3 +258,193 @@ def _validate_prompt(i: int, prompt: Any) -> None:
             f"{where}: the last message is from {prompt[-1]['role']!r}; a GRPO prompt must end with the "
             "user's turn so the model writes the assistant's reply."
         )
+
+
+#: Column :func:`load_rows` adds: the line of the file where each row starts (1-based, header included).
+LINE_COLUMN = "line"
+_LOADERS = {".csv": ",", ".tsv": "\t", ".jsonl": "json", ".json": "json"}
+_SEPARATORS = (",", ";", "\t", "|")
+
+
+class DataFileError(DatasetFormatError):
+    """A data file cannot be read as rows. The message names the file, the line and the fix."""
+
+
+def load_rows(
+    path: str | Path, sep: str | None = None, encoding: str = "utf-8", line_column: str = LINE_COLUMN
+) -> Dataset:
+    """Read a CSV (``.csv``, ``.tsv``) or JSON Lines (``.jsonl``, ``.json``) file into a ``Dataset``.
+
+    Every row keeps all of the file's columns and gains ``line_column``: the line of the file where the row
+    starts, so a report can name the line to fix even when blank lines or quoted multi-line fields make rows
+    and lines differ. Values are read as text, in both formats: a label ``1`` is the string ``"1"``, and a
+    missing or null value is ``None``. A file that cannot be read (not ``encoding``, a different separator
+    than ``sep``, no rows, rows with more fields than the header, a line that is not JSON) raises
+    :class:`DataFileError` naming the line and what to change. ``datasets.load_dataset("csv", ...)`` reads
+    the same files but forgets the lines, and reports these problems from deep inside pandas.
+    """
+    path = Path(path)
+    kind = _LOADERS.get(path.suffix.lower())
+    if kind is None:
+        raise DataFileError(f"{path.name}: the file name must end in .csv, .tsv, .jsonl or .json, got {path.suffix!r}.")
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file (relative paths start from {Path.cwd()}).")
+    text = _decode(path, path.read_bytes(), encoding)
+    if not text.strip():
+        raise DataFileError(f"{path.name} is empty: it needs a header line and at least one row.")
+    if kind == "json":
+        columns, records, lines = _read_json(path, text)
+    else:
+        columns, records, lines = _read_csv(path, text, sep or kind)
+    if line_column in columns:
+        raise DataFileError(
+            f"{path.name} already has a column {line_column!r}, the name load_rows gives each row's line in the "
+            f"file: pass line_column=<another name>, or remove that column (dataset.remove_columns({line_column!r}))."
+        )
+    data = {c: [r.get(c) for r in records] for c in columns}
+    data[line_column] = lines
+    return Dataset.from_dict(data)
+
+
+def require_labels(kept: Dataset, label_column: str, labels: Sequence[str], all_rows: Dataset | None = None) -> None:
+    """At least two of ``labels`` among the ``kept`` rows (a classifier needs two), else :class:`DatasetFormatError`.
+
+    The message names the column, the values the file holds (from ``all_rows``, the rows before validation)
+    and what to change: ``labels``, or a mapping of the file's values to them.
+    """
+    present = sorted({value for value in kept[label_column] if value in labels}) if len(kept) else []
+    if len(present) >= 2:
+        return
+    source = all_rows if all_rows is not None else kept
+    found = Counter(source[label_column]).most_common(6) if len(source) else []
+    holds = ", ".join(f"{value!r} ({count} rows)" for value, count in found) or "nothing"
+    mapping = "{" + ", ".join(f"{value!r}: ..." for value, _ in found[:4]) + "}"
+    raise DatasetFormatError(
+        f"{len(kept)} valid row(s), with label(s) {present}: training needs rows of at least two of labels="
+        f"{list(labels)}. Column {label_column!r} holds {holds}. Map those values to your labels after loading, "
+        f"raw = raw.map(lambda row: {{{label_column!r}: {mapping}[row[{label_column!r}]]}}) with each ... one of "
+        f"{list(labels)}, or set labels to the values the column uses."
+    )
+
+
+def _decode(path: Path, raw: bytes, encoding: str) -> str:
+    """The file's text; a clear error for UTF-16 or Latin-1 bytes read as UTF-8."""
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or raw[:4000].count(b"\x00") > len(raw[:4000]) // 4:
+            raise DataFileError(
+                f"{path.name} is UTF-16, not UTF-8 (it starts with a UTF-16 byte-order mark, or every other byte is "
+                "0): pass encoding='utf-16' to load_rows, or save the file as UTF-8 (spreadsheets: 'CSV UTF-8')."
+            )
+        encoding = "utf-8-sig"  # Excel's "CSV UTF-8" starts with a byte-order mark: read it as plain UTF-8
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        start = raw.rfind(b"\n", 0, error.start) + 1
+        guess = "cp1252" if any(0x80 <= b <= 0x9F for b in raw) else "latin-1"
+        raise DataFileError(
+            f"{path.name} line {line} is not valid {encoding.removesuffix('-sig')}: byte {raw[error.start]:#04x} in "
+            f"{raw[start : error.start + 12]!r}. The file is probably {guess} (Windows/Excel): pass "
+            f"encoding={guess!r} to load_rows, or save the file as UTF-8 (spreadsheets: 'CSV UTF-8')."
+        ) from None
+    except LookupError:
+        raise DataFileError(
+            f"encoding={encoding!r} is not an encoding Python knows: try 'utf-8' or 'latin-1'."
+        ) from None
+
+
+def _read_csv(path: Path, text: str, sep: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+    limit = csv.field_size_limit()
+    csv.field_size_limit(sys.maxsize // 2)  # csv refuses fields over 128 KB; a long row is the budget check's job
+    header: list[str] = []
+    records, lines, too_many, previous = [], [], [], 0
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, strict=True)
+        for fields in reader:
+            start, previous = previous + 1, reader.line_num
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue  # a blank line
+            if not header:
+                header = [f.strip() for f in fields]
+                _check_header(path, header, start, sep, fields)
+            elif len(fields) > len(header):
+                too_many.append(f"line {start} has {len(fields)} fields")
+            else:
+                records.append({c: (fields[i] if i < len(fields) else None) for i, c in enumerate(header)})
+                lines.append(start)
+    except csv.Error as error:
+        raise DataFileError(
+            f"{path.name} line {previous + 1}: {error} in the row that starts there. A field with quotes must be "
+            'quoted as a whole, with each inner quote doubled: "she said ""great"" twice".'
+        ) from None
+    finally:
+        csv.field_size_limit(limit)
+    if too_many:
+        shown = "; ".join(too_many[:5]) + (f"; and {len(too_many) - 5} more" if len(too_many) > 5 else "")
+        raise DataFileError(
+            f"{path.name}: the header has {len(header)} columns {header}, but {shown}. A field that contains the "
+            f'separator {sep!r} must be in double quotes ("like, this"); a spreadsheet\'s CSV export does that.'
+        )
+    if not records:
+        raise DataFileError(f"{path.name} has a header {header} but no rows: add rows below the header line.")
+    return header, records, lines
+
+
+def _check_header(path: Path, header: list[str], line: int, sep: str, fields: list[str]) -> None:
+    if len(header) == 1:
+        found = [s for s in _SEPARATORS if s != sep and s in fields[0]]
+        if found:
+            raise DataFileError(
+                f"{path.name} line {line}: the header {fields[0]!r} is one column when split on {sep!r}; the file "
+                f"looks separated by {found[0]!r}: pass sep={found[0]!r} to load_rows, or save it with {sep!r}."
+            )
+    for i, name in enumerate(header, 1):
+        if not name:
+            raise DataFileError(f"{path.name} line {line}: column {i} of the header has no name; name it or delete it.")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise DataFileError(f"{path.name} line {line}: the header names {repeated} more than once; rename one of each.")
+
+
+def _read_json(path: Path, text: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+    decoder = json.JSONDecoder()
+    records: list[dict[str, Any]] = []
+    lines: list[int] = []
+    columns: dict[str, None] = {}
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):  # one JSON array of objects
+        items, position = [], text.index("[") + 1
+        while True:
+            while position < len(text) and text[position] in " \t\r\n,":
+                position += 1
+            if position >= len(text) or text[position] == "]":
+                break
+            line = text.count("\n", 0, position) + 1
+            try:
+                value, position = decoder.raw_decode(text, position)
+            except json.JSONDecodeError as error:
+                raise DataFileError(f"{path.name} line {error.lineno} is not valid JSON: {error.msg}.") from None
+            items.append((line, value))
+    else:
+        items = []
+        for line, content in enumerate(text.splitlines(), 1):
+            if not content.strip():
+                continue
+            try:
+                items.append((line, json.loads(content)))
+            except json.JSONDecodeError as error:
+                raise DataFileError(
+                    f"{path.name} line {line} is not valid JSON ({error.msg}, column {error.colno}): JSON Lines "
+                    'holds one complete object per line, such as {"review": "...", "label": "positive"}.'
+                ) from None
+    for line, value in items:
+        if not isinstance(value, dict):
+            raise DataFileError(
+                f"{path.name} line {line}: expected an object with one field per column, got {type(value).__name__} "
+                f"{json.dumps(value)[:60]}."
+            )
+        columns.update(dict.fromkeys(value))
+        records.append({k: v if v is None or isinstance(v, str) else json.dumps(v) for k, v in value.items()})
+        lines.append(line)
+    if not records:
+        raise DataFileError(f"{path.name} has no rows: JSON Lines needs one object per line.")
+    return list(columns), records, lines

@@ -146,3 +146,70 @@ def test_shipped_reviews_match_their_generator(tmp_path):
     rows = list(csv.DictReader((data_dir / "reviews.csv").open()))
     bad = [r for r in rows if not r["review"] or r["label"] not in ("positive", "negative")]
     assert len(rows) == 131 and len(bad) == 3
+
+
+def test_load_rows_tags_each_row_with_the_line_it_starts_on(tmp_path):
+    from course_utils.data import load_rows
+
+    # line 1 header; line 2 blank; lines 3-4 one row whose quoted field spans two lines; line 5 a row
+    (tmp_path / "t.csv").write_text('a,b\n\n"two\nlines",x\nthree,y\n')
+    rows = load_rows(tmp_path / "t.csv")
+    assert rows.to_list() == [{"a": "two\nlines", "b": "x", "line": 3}, {"a": "three", "b": "y", "line": 5}]
+
+
+def test_load_rows_reads_every_value_as_text_in_both_formats(tmp_path):
+    from course_utils.data import load_rows
+
+    (tmp_path / "t.csv").write_text("text,label,score\nok,1,0.5\nshort,0\n")
+    assert load_rows(tmp_path / "t.csv").to_list() == [
+        {"text": "ok", "label": "1", "score": "0.5", "line": 2},
+        {"text": "short", "label": "0", "score": None, "line": 3},  # a missing field is None, not ""
+    ]
+    (tmp_path / "t.jsonl").write_text('{"text": "ok", "label": 1, "tags": ["a"]}\n{"text": null, "label": true}\n')
+    assert load_rows(tmp_path / "t.jsonl").to_list() == [
+        {"text": "ok", "label": "1", "tags": '["a"]', "line": 1},
+        {"text": None, "label": "true", "tags": None, "line": 2},
+    ]
+
+
+def test_load_rows_reads_other_separators_and_encodings_when_told(tmp_path):
+    from course_utils.data import load_rows
+
+    (tmp_path / "t.csv").write_bytes("text;label\nCafé, très bon;positive\n".encode("latin-1"))
+    assert load_rows(tmp_path / "t.csv", sep=";", encoding="latin-1")["text"] == ["Café, très bon"]
+    (tmp_path / "t.tsv").write_text("text\tlabel\nfine, thanks\tpositive\n", encoding="utf-16")
+    assert load_rows(tmp_path / "t.tsv", encoding="utf-16")["text"] == ["fine, thanks"]
+    with pytest.raises(DatasetFormatError, match="encoding='nope' is not an encoding Python knows"):
+        load_rows(tmp_path / "t.csv", encoding="nope")
+
+
+def test_load_rows_keeps_a_file_line_column_under_another_name(tmp_path):
+    from course_utils.data import load_rows
+
+    (tmp_path / "t.csv").write_text("text,line\nok,7\n")
+    assert load_rows(tmp_path / "t.csv", line_column="file_line").to_list() == [
+        {"text": "ok", "line": "7", "file_line": 2}
+    ]
+
+
+def test_load_rows_reads_a_field_longer_than_csvs_default_limit(tmp_path):
+    import csv
+
+    from course_utils.data import load_rows
+
+    limit = csv.field_size_limit()
+    (tmp_path / "t.csv").write_text("text,label\n" + "x" * 300_000 + ",positive\n")  # csv refuses > 131,072
+    assert len(load_rows(tmp_path / "t.csv")[0]["text"]) == 300_000
+    assert csv.field_size_limit() == limit, "the csv module's global limit is restored"
+
+
+def test_require_labels_needs_two_labels_and_names_the_values_found():
+    from course_utils.data import require_labels
+
+    rows = Dataset.from_dict({"label": ["positive", "negative", "positive"]})
+    require_labels(rows, "label", ["positive", "negative"])
+    with pytest.raises(DatasetFormatError, match=r"label\(s\) \['positive'\].*holds 'positive' \(2 rows\)"):
+        require_labels(rows.select([0, 2]), "label", ["positive", "negative"])
+    numbers = Dataset.from_dict({"label": ["1", "0", "1"]})
+    with pytest.raises(DatasetFormatError, match=r"holds '1' \(2 rows\), '0' \(1 rows\).*\{'1': \.\.\., '0': \.\.\.\}"):
+        require_labels(numbers.select([]), "label", ["positive", "negative"], all_rows=numbers)

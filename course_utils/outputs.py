@@ -1,0 +1,32 @@
+"""Where a run saves its files: a new folder per run, so a later run never overwrites an earlier one."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime
+from pathlib import Path
+
+
+def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
+    """Create and return a new, empty folder for one run: ``parent/<YYYY-MM-DD_HH-MM-SS>``.
+
+    The folder is created here, atomically, so the function never returns a folder that existed before the
+    call: earlier runs stay as they were, and two runs started in the same second get ``<time>-2``,
+    ``<time>-3``... ``now`` fixes the time (for tests); by default it is the local time.
+    """
+    parent = Path(parent)
+    if parent.exists() and not parent.is_dir():
+        raise NotADirectoryError(
+            f"{parent} is a file, but runs are saved in folders inside it: move that file, or choose another "
+            "output folder."
+        )
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+    for n in itertools.count(1):
+        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir()  # fails if anything, file or folder, already has this name
+        except FileExistsError:
+            continue
+        return candidate
+    raise AssertionError("unreachable")  # itertools.count never ends

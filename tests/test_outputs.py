@@ -1,0 +1,42 @@
+"""A run's output folder: always new, so an earlier run's model and record are never overwritten."""
+
+from datetime import datetime
+
+import pytest
+
+from course_utils.outputs import new_run_dir
+
+NOON = datetime(2026, 11, 22, 12, 0, 5)
+
+
+def test_each_run_gets_a_new_empty_folder_named_by_its_time(tmp_path):
+    first = new_run_dir(tmp_path / "outputs" / "cpu", now=NOON)  # parents are created
+    assert first == tmp_path / "outputs" / "cpu" / "2026-11-22_12-00-05"
+    assert first.is_dir() and not any(first.iterdir())
+    (first / "model").mkdir()
+    (first / "model" / "reproducibility.json").write_text("{}")
+    second = new_run_dir(tmp_path / "outputs" / "cpu", now=NOON)  # same second: a suffix, not the same folder
+    third = new_run_dir(tmp_path / "outputs" / "cpu", now=NOON)
+    assert (second.name, third.name) == ("2026-11-22_12-00-05-2", "2026-11-22_12-00-05-3")
+    assert (first / "model" / "reproducibility.json").read_text() == "{}", "the earlier run is untouched"
+
+
+@pytest.mark.parametrize("existing", ["empty folder", "non-empty folder", "file"])
+def test_never_returns_a_folder_or_name_that_already_exists(tmp_path, existing):
+    taken = tmp_path / "2026-11-22_12-00-05"
+    if existing == "file":
+        taken.write_text("a file the learner made")
+    else:
+        taken.mkdir()
+        if existing == "non-empty folder":
+            (taken / "model.safetensors").write_text("weights")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    run_dir = new_run_dir(tmp_path, now=NOON)
+    assert run_dir.name == "2026-11-22_12-00-05-2" and not any(run_dir.iterdir())
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, run_dir.name])
+
+
+def test_a_file_where_the_output_folder_should_be_is_named(tmp_path):
+    (tmp_path / "outputs").write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match=r"outputs is a file, but runs are saved in folders inside it"):
+        new_run_dir(tmp_path / "outputs")
