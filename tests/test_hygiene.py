@@ -83,13 +83,8 @@ def long_code_cells(path: Path, limit: int = MAX_CODE_CELL_LINES) -> list[tuple[
     return [
         (i, len(c.source.splitlines()))
         for i, c in enumerate(cells)
-        if c.cell_type == "code" and len(c.source.splitlines()) > limit and not _exempt_from_line_limit(path, c)
+        if c.cell_type == "code" and len(c.source.splitlines()) > limit
     ]
-
-
-# TODO(lead): 08 is being rewritten; remove this exemption when it lands.
-def _exempt_from_line_limit(path: Path, cell) -> bool:
-    return path.name.startswith("08_")
 
 
 def test_line_limit_finds_the_long_cell_and_names_it(tmp_path):
