@@ -92,22 +92,48 @@ def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with a 95% confidence interval (normal approximation over the samples)."""
+    """A mean with a 95% confidence interval; ``low <= mean <= high`` always holds.
+
+    A bound computed in floating point can land a rounding error beyond the mean (Wilson's upper bound at
+    100% comes out as 0.9999999999999999); such a bound is moved onto the mean, so the error bars
+    ``mean - low`` and ``high - mean`` are never negative. A bound further off than rounding is a mistake
+    and raises. ``low`` and ``high`` are NaN when there is no interval (the mean of a single value);
+    matplotlib leaves such an error bar out.
+    """
 
     mean: float
     low: float
     high: float
     n: int
 
+    def __post_init__(self) -> None:
+        mean, low, high = float(self.mean), float(self.low), float(self.high)
+        slack = 1e-9 * max(1.0, abs(mean))  # far above rounding error, far below any real interval
+        if low > mean + slack or high < mean - slack:  # comparisons with NaN are False: NaN passes
+            raise ValueError(
+                f"Estimate needs low <= mean <= high, got low={low}, mean={mean}, high={high}; "
+                "pass them in the order Estimate(mean, low, high, n)."
+            )
+        object.__setattr__(self, "low", mean if low > mean else low)
+        object.__setattr__(self, "high", mean if high < mean else high)
+
     def __str__(self) -> str:
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{self.mean:.1f} (no interval, n={self.n})"
         return f"{self.mean:.1f} (95% CI {self.low:.1f}-{self.high:.1f}, n={self.n})"
 
     def percent(self) -> str:
         """For proportions: ``"50% (95% CI 30%-70%, n=20)"``."""
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{self.mean:.0%} (no interval, n={self.n})"
         return f"{self.mean:.0%} (95% CI {self.low:.0%}-{self.high:.0%}, n={self.n})"
 
 
 def mean_with_ci(values: Sequence[float]) -> Estimate:
+    """The mean of ``values`` with a 95% normal-approximation interval (1.96 standard errors each side).
+
+    One value has no spread to measure, so its interval is unknown: ``low`` and ``high`` are NaN.
+    """
     values = [float(v) for v in values]
     if not values:
         raise ValueError("Cannot estimate a mean from no values.")

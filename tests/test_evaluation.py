@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from course_utils.evaluation import generate, length_report, mean_with_ci
+from course_utils.evaluation import Estimate, generate, length_report, mean_with_ci, proportion_ci
 
 
 def test_mean_with_ci():
@@ -10,9 +10,39 @@ def test_mean_with_ci():
     assert est.mean == 2.5 and est.n == 4
     assert est.low < 2.5 < est.high
     assert math.isclose(est.high - est.mean, 1.96 * (5 / 3) ** 0.5 / 2)
-    assert math.isnan(mean_with_ci([7]).low)
     with pytest.raises(ValueError, match="no values"):
         mean_with_ci([])
+
+
+def test_mean_with_ci_of_constant_values_and_of_one_value():
+    for value in (0.1, 1 / 3, -7.25, 1e6):
+        est = mean_with_ci([value] * 5)
+        assert est.low <= est.mean <= est.high and est.high - est.low < 1e-9  # no spread: a zero-width interval
+    single = mean_with_ci([7])  # one value: no spread to measure, so no interval (NaN), and it says so
+    assert single.mean == 7 and math.isnan(single.low) and math.isnan(single.high)
+    assert str(single) == "7.0 (no interval, n=1)"
+    assert mean_with_ci([0.5]).percent() == "50% (no interval, n=1)"
+
+
+def test_proportion_ci_holds_its_estimate_at_0_and_100_percent():
+    """Unclamped, the Wilson bound missed the estimate by a rounding error in 77 of the 400 cases 0/n and n/n
+    for n = 1..200 (6/6 gave high=0.9999999999999999 < 1), and matplotlib's yerr refused the negative bar."""
+    for n in range(1, 201):
+        zero, full = proportion_ci(0, n), proportion_ci(n, n)
+        assert zero.mean == zero.low == 0.0 and zero.high > 0, (n, zero)
+        assert full.mean == full.high == 1.0 and full.low < 1, (n, full)
+        for k in range(n + 1):
+            est = proportion_ci(k, n)
+            assert 0 <= est.low <= est.mean <= est.high <= 1, (k, n, est)
+            assert est.mean - est.low >= 0 and est.high - est.mean >= 0, (k, n, est)  # the bars matplotlib draws
+
+
+def test_estimate_moves_rounding_errors_onto_the_mean_and_rejects_real_mistakes():
+    est = Estimate(1.0, 0.8, 1 - 1e-16, 20)  # Wilson's upper bound at 100%, one rounding error short
+    assert (est.low, est.mean, est.high) == (0.8, 1.0, 1.0)
+    assert Estimate(0.0, 2.8e-17, 0.26, 11).low == 0.0  # the same at 0% (what 0/11 gave)
+    with pytest.raises(ValueError, match=r"low <= mean <= high, got low=0.9, mean=0.5, high=0.1.*Estimate\(mean, low"):
+        Estimate(0.5, 0.9, 0.1, 10)  # bounds swapped with the mean: a mistake, not rounding
 
 
 def test_length_report():
