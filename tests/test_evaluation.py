@@ -1,6 +1,8 @@
+import copy
 import math
 
 import pytest
+import torch
 
 from course_utils.evaluation import Estimate, generate, length_report, mean_with_ci, proportion_ci
 
@@ -59,8 +61,8 @@ def test_greedy_generation_is_deterministic_and_restores_state(course_model):
     model, tokenizer = course_model
     model.train()
     side = tokenizer.padding_side
-    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False)
-    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False)
+    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False).completions
+    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False).completions
     assert len(first) == 3 and all(isinstance(c, str) for c in first)
     assert first == second
     assert model.training and tokenizer.padding_side == side
@@ -70,6 +72,29 @@ def test_sampled_generation_is_reproducible_by_seed(course_model):
     model, tokenizer = course_model
     kw = dict(max_new_tokens=10, do_sample=True, temperature=1.0, progress=False)
     assert generate(model, tokenizer, PROMPTS, seed=1, **kw) == generate(model, tokenizer, PROMPTS, seed=1, **kw)
+
+
+def draws_after(seed, action, device="cpu"):
+    """The next random numbers on ``device`` after seeding it and running ``action``."""
+    torch.manual_seed(seed)
+    action()
+    return torch.rand(4, device=device)
+
+
+def test_generate_leaves_the_random_state_as_it_was(course_model):
+    model, tokenizer = course_model
+    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
+    untouched = draws_after(123, lambda: None)
+    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw)), untouched)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_generate_on_a_gpu_leaves_the_gpu_random_state_as_it_was(course_model):
+    """torch.manual_seed reseeds CUDA too; restoring only the CPU state reset a GPU training run's stream."""
+    model, tokenizer = copy.deepcopy(course_model[0]).to("cuda"), course_model[1]  # the shared fixture stays put
+    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
+    untouched = draws_after(123, lambda: None, device="cuda")
+    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw), "cuda"), untouched)
 
 
 def test_generate_rejects_bad_batch_size(course_model):
@@ -89,8 +114,8 @@ def test_length_report_flags_budget_filling_and_collapse():
 def test_generate_reports_which_completions_ended_on_their_own(course_model):
     model, tokenizer = course_model
     prompts = [[{"role": "user", "content": "Reply with the single word: yes"}]] * 2
-    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False, return_finished=True)
-    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False, return_finished=True)
+    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False)
+    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False)
     assert cut_finished == [False, False]
     assert full_finished == [True, True], full
     assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))
