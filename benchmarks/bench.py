@@ -266,7 +266,6 @@ def worker_time_to_learn(recipe: str, preset_name: str, minutes: float, eval_eve
             data["test"]["prompt"],
             max_new_tokens=preset.max_completion_length,
             batch_size=preset.eval_batch_size,
-            return_finished=True,
             progress=False,
         )
         return length_report(completions, TARGET_CHARS, finished)["length_error"].mean

@@ -241,7 +241,7 @@ def check_model_loads(model_name: str = "auto") -> Check:
         model, tokenizer = load_model(model_name, verbose=False)
         text = generate(
             model, tokenizer, [[{"role": "user", "content": "Say hello."}]], max_new_tokens=8, progress=False
-        )[0]
+        ).completions[0]
     except Exception as error:  # the report must show it, whatever it is
         return Check(
             "model load",

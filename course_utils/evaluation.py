@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -23,6 +24,13 @@ from course_utils.rewards import completion_text, correctness_reward, parse_numb
 
 Prompt = str | list[dict[str, str]]
 _ANY_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+class Generations(NamedTuple):
+    """What :func:`generate` returns: unpack it as ``completions, finished = generate(...)``."""
+
+    completions: list[str]  #: the generated text, one per prompt, special tokens removed
+    finished: list[bool]  #: per completion, whether it ended on its own (an end-of-sequence token) within budget
 
 
 @torch.no_grad()
@@ -37,14 +45,14 @@ def generate(
     temperature: float = 1.0,
     seed: int = 0,
     progress: bool = True,
-    return_finished: bool = False,
-) -> list[str] | tuple[list[str], list[bool]]:
+) -> Generations:
     """Complete each prompt (a string, or chat messages rendered with the chat template).
 
     Greedy by default (``do_sample=False``): deterministic, the usual way to report a metric.
-    Sampling (``do_sample=True``) shows what GRPO sees during training.
-    With ``return_finished=True`` also returns, per completion, whether it ended on its own (an
-    end-of-sequence token) rather than being cut off at ``max_new_tokens``.
+    Sampling (``do_sample=True``) shows what GRPO sees during training, reproducibly for a given ``seed``.
+    Returns the completions and, per completion, whether it ended on its own rather than being cut off at
+    ``max_new_tokens`` (``.completions`` alone when that is all you need). The random states of the CPU and
+    of the devices the model is on come back as they were, so evaluating inside training leaves it undisturbed.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -56,8 +64,6 @@ def generate(
     model.eval()
     padding_side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # decoder-only models continue from the right edge
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
     completions: list[str] = []
     finished: list[bool] = []
     stop_ids = _stop_token_ids(model, tokenizer)
@@ -66,22 +72,39 @@ def generate(
     else:  # None clears any sampling defaults the model's generation_config carries
         sampling = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
     try:
-        batches = range(0, len(texts), batch_size)
-        for start in tqdm(batches, desc="generating", disable=not progress, leave=False):
-            batch = tokenizer(
-                texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
-            ).to(model.device)
-            out = model.generate(
-                **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
-            )
-            new_tokens = out[:, batch["input_ids"].shape[1] :]
-            completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-            finished += torch.isin(new_tokens, stop_ids).any(dim=1).tolist()
+        with _seeded(seed, model):
+            batches = range(0, len(texts), batch_size)
+            for start in tqdm(batches, desc="generating", disable=not progress, leave=False):
+                batch = tokenizer(
+                    texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
+                ).to(model.device)
+                out = model.generate(
+                    **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+                )
+                new_tokens = out[:, batch["input_ids"].shape[1] :]
+                completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+                finished += torch.isin(new_tokens, stop_ids).any(dim=1).tolist()
     finally:
         tokenizer.padding_side = padding_side
-        torch.random.set_rng_state(generator_state)
         model.train(was_training)
-    return (completions, finished) if return_finished else completions
+    return Generations(completions, finished)
+
+
+@contextmanager
+def _seeded(seed: int, model: PreTrainedModel) -> Iterator[None]:
+    """Seed the CPU's and the model's accelerators' random generators; restore their states afterwards.
+
+    ``torch.random.fork_rng`` restores them, so sampling here leaves a training run's random streams where
+    they were. (``torch.manual_seed`` would reseed every accelerator, and restoring only the CPU's state
+    left a GPU run's stream reset after each evaluation inside a training callback.)
+    """
+    devices = sorted({p.device for p in model.parameters() if p.device.type not in ("cpu", "meta")}, key=str)
+    with torch.random.fork_rng(devices=devices, device_type=devices[0].type if devices else None):
+        torch.random.default_generator.manual_seed(seed)
+        for device in devices:
+            with torch.accelerator.device_index(device.index):
+                torch.get_device_module(device.type).manual_seed(seed)
+        yield
 
 
 def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
@@ -94,22 +117,48 @@ def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with a 95% confidence interval (normal approximation over the samples)."""
+    """A mean with a 95% confidence interval; ``low <= mean <= high`` always holds.
+
+    A bound computed in floating point can land a rounding error beyond the mean (Wilson's upper bound at
+    100% comes out as 0.9999999999999999); such a bound is moved onto the mean, so the error bars
+    ``mean - low`` and ``high - mean`` are never negative. A bound further off than rounding is a mistake
+    and raises. ``low`` and ``high`` are NaN when there is no interval (the mean of a single value);
+    matplotlib leaves such an error bar out.
+    """
 
     mean: float
     low: float
     high: float
     n: int
 
+    def __post_init__(self) -> None:
+        mean, low, high = float(self.mean), float(self.low), float(self.high)
+        slack = 1e-9 * max(1.0, abs(mean))  # far above rounding error, far below any real interval
+        if low > mean + slack or high < mean - slack:  # comparisons with NaN are False: NaN passes
+            raise ValueError(
+                f"Estimate needs low <= mean <= high, got low={low}, mean={mean}, high={high}; "
+                "pass them in the order Estimate(mean, low, high, n)."
+            )
+        object.__setattr__(self, "low", mean if low > mean else low)
+        object.__setattr__(self, "high", mean if high < mean else high)
+
     def __str__(self) -> str:
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{self.mean:.1f} (no interval, n={self.n})"
         return f"{self.mean:.1f} (95% CI {self.low:.1f}-{self.high:.1f}, n={self.n})"
 
     def percent(self) -> str:
         """For proportions: ``"50% (95% CI 30%-70%, n=20)"``."""
+        if math.isnan(self.low) or math.isnan(self.high):
+            return f"{self.mean:.0%} (no interval, n={self.n})"
         return f"{self.mean:.0%} (95% CI {self.low:.0%}-{self.high:.0%}, n={self.n})"
 
 
 def mean_with_ci(values: Sequence[float]) -> Estimate:
+    """The mean of ``values`` with a 95% normal-approximation interval (1.96 standard errors each side).
+
+    One value has no spread to measure, so its interval is unknown: ``low`` and ``high`` are NaN.
+    """
     values = [float(v) for v in values]
     if not values:
         raise ValueError("Cannot estimate a mean from no values.")
@@ -218,7 +267,7 @@ def evaluate_answers(
     completions = generate(
         model, tokenizer, dataset["prompt"], max_new_tokens=max_new_tokens, batch_size=batch_size,
         do_sample=do_sample, temperature=temperature, seed=seed, progress=progress,
-    )  # fmt: skip
+    ).completions  # fmt: skip
     return answer_report(completions, dataset["answer"]), completions
 
 

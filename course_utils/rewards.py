@@ -142,21 +142,39 @@ def make_length_reward(
     With ``max_completion_length`` set, a completion whose ``completion_ids`` (passed by TRL) reached that
     budget was cut off, not finished, and loses ``truncation_penalty`` more: without it the course model
     learned to fill the budget with tiny tokens that happened to add up to the target length.
+    The reward is named ``length_reward`` (TRL logs ``rewards/length_reward/mean``) and can be pickled.
     """
     if target_chars < 0:
         raise ValueError(f"target_chars must be >= 0, got {target_chars}.")
+    return _LengthReward(target_chars, max_completion_length, truncation_penalty)
 
-    def length_reward(
-        completions: Sequence[Completion], completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
+
+class _LengthReward:
+    # A callable class rather than a closure, as TRL's own reward factories are, so the reward can be
+    # pickled (a process that runs rewards elsewhere, such as TRL's async rollout worker, pickles them).
+    # ``__name__`` is what TRL names the logged metric after: the closure this replaced was ``length_reward``.
+    __name__ = "length_reward"
+
+    def __init__(self, target_chars: int, max_completion_length: int | None, truncation_penalty: float):
+        self.target_chars = target_chars
+        self.max_completion_length = max_completion_length
+        self.truncation_penalty = truncation_penalty
+
+    def __call__(
+        self, completions: Sequence[Completion], completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
     ) -> list[float]:
-        rewards = [-float(abs(len(text) - target_chars)) for text in _texts(completions)]
-        if max_completion_length is not None:
+        rewards = [-float(abs(len(text) - self.target_chars)) for text in _texts(completions)]
+        if self.max_completion_length is not None:
             if completion_ids is None:
                 raise ValueError("length_reward needs completion_ids (GRPOTrainer passes them) to detect truncation.")
             rewards = [
-                r - truncation_penalty if len(ids) >= max_completion_length else r
+                r - self.truncation_penalty if len(ids) >= self.max_completion_length else r
                 for r, ids in zip(rewards, completion_ids, strict=True)
             ]
         return rewards
 
-    return length_reward
+    def __repr__(self) -> str:
+        return (
+            f"make_length_reward(target_chars={self.target_chars}, max_completion_length={self.max_completion_length},"
+            f" truncation_penalty={self.truncation_penalty})"
+        )

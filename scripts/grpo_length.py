@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     def held_out() -> dict:
         completions, finished = generate(
             trainer.model, tokenizer, data["test"]["prompt"], max_new_tokens=preset.max_completion_length,
-            batch_size=preset.eval_batch_size, return_finished=True, progress=False,
+            batch_size=preset.eval_batch_size, progress=False,
         )  # fmt: skip
         return length_report(completions, args.target_chars, finished)
 

@@ -1,8 +1,10 @@
+import copy
 import math
 
 import pytest
+import torch
 
-from course_utils.evaluation import generate, length_report, mean_with_ci
+from course_utils.evaluation import Estimate, generate, length_report, mean_with_ci, proportion_ci
 
 
 def test_mean_with_ci():
@@ -10,9 +12,39 @@ def test_mean_with_ci():
     assert est.mean == 2.5 and est.n == 4
     assert est.low < 2.5 < est.high
     assert math.isclose(est.high - est.mean, 1.96 * (5 / 3) ** 0.5 / 2)
-    assert math.isnan(mean_with_ci([7]).low)
     with pytest.raises(ValueError, match="no values"):
         mean_with_ci([])
+
+
+def test_mean_with_ci_of_constant_values_and_of_one_value():
+    for value in (0.1, 1 / 3, -7.25, 1e6):
+        est = mean_with_ci([value] * 5)
+        assert est.low <= est.mean <= est.high and est.high - est.low < 1e-9  # no spread: a zero-width interval
+    single = mean_with_ci([7])  # one value: no spread to measure, so no interval (NaN), and it says so
+    assert single.mean == 7 and math.isnan(single.low) and math.isnan(single.high)
+    assert str(single) == "7.0 (no interval, n=1)"
+    assert mean_with_ci([0.5]).percent() == "50% (no interval, n=1)"
+
+
+def test_proportion_ci_holds_its_estimate_at_0_and_100_percent():
+    """Unclamped, the Wilson bound missed the estimate by a rounding error in 77 of the 400 cases 0/n and n/n
+    for n = 1..200 (6/6 gave high=0.9999999999999999 < 1), and matplotlib's yerr refused the negative bar."""
+    for n in range(1, 201):
+        zero, full = proportion_ci(0, n), proportion_ci(n, n)
+        assert zero.mean == zero.low == 0.0 and zero.high > 0, (n, zero)
+        assert full.mean == full.high == 1.0 and full.low < 1, (n, full)
+        for k in range(n + 1):
+            est = proportion_ci(k, n)
+            assert 0 <= est.low <= est.mean <= est.high <= 1, (k, n, est)
+            assert est.mean - est.low >= 0 and est.high - est.mean >= 0, (k, n, est)  # the bars matplotlib draws
+
+
+def test_estimate_moves_rounding_errors_onto_the_mean_and_rejects_real_mistakes():
+    est = Estimate(1.0, 0.8, 1 - 1e-16, 20)  # Wilson's upper bound at 100%, one rounding error short
+    assert (est.low, est.mean, est.high) == (0.8, 1.0, 1.0)
+    assert Estimate(0.0, 2.8e-17, 0.26, 11).low == 0.0  # the same at 0% (what 0/11 gave)
+    with pytest.raises(ValueError, match=r"low <= mean <= high, got low=0.9, mean=0.5, high=0.1.*Estimate\(mean, low"):
+        Estimate(0.5, 0.9, 0.1, 10)  # bounds swapped with the mean: a mistake, not rounding
 
 
 def test_length_report():
@@ -29,8 +61,8 @@ def test_greedy_generation_is_deterministic_and_restores_state(course_model):
     model, tokenizer = course_model
     model.train()
     side = tokenizer.padding_side
-    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False)
-    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False)
+    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False).completions
+    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False).completions
     assert len(first) == 3 and all(isinstance(c, str) for c in first)
     assert first == second
     assert model.training and tokenizer.padding_side == side
@@ -40,6 +72,29 @@ def test_sampled_generation_is_reproducible_by_seed(course_model):
     model, tokenizer = course_model
     kw = dict(max_new_tokens=10, do_sample=True, temperature=1.0, progress=False)
     assert generate(model, tokenizer, PROMPTS, seed=1, **kw) == generate(model, tokenizer, PROMPTS, seed=1, **kw)
+
+
+def draws_after(seed, action, device="cpu"):
+    """The next random numbers on ``device`` after seeding it and running ``action``."""
+    torch.manual_seed(seed)
+    action()
+    return torch.rand(4, device=device)
+
+
+def test_generate_leaves_the_random_state_as_it_was(course_model):
+    model, tokenizer = course_model
+    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
+    untouched = draws_after(123, lambda: None)
+    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw)), untouched)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_generate_on_a_gpu_leaves_the_gpu_random_state_as_it_was(course_model):
+    """torch.manual_seed reseeds CUDA too; restoring only the CPU state reset a GPU training run's stream."""
+    model, tokenizer = copy.deepcopy(course_model[0]).to("cuda"), course_model[1]  # the shared fixture stays put
+    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
+    untouched = draws_after(123, lambda: None, device="cuda")
+    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw), "cuda"), untouched)
 
 
 def test_generate_rejects_bad_batch_size(course_model):
@@ -59,8 +114,8 @@ def test_length_report_flags_budget_filling_and_collapse():
 def test_generate_reports_which_completions_ended_on_their_own(course_model):
     model, tokenizer = course_model
     prompts = [[{"role": "user", "content": "Reply with the single word: yes"}]] * 2
-    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False, return_finished=True)
-    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False, return_finished=True)
+    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False)
+    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False)
     assert cut_finished == [False, False]
     assert full_finished == [True, True], full
     assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))

@@ -56,6 +56,22 @@ def test_live_plot_collects_reward_and_std_outside_a_notebook():
     assert cb.first_point_at is not None and cb.first_point_at <= time.perf_counter()
 
 
+def test_error_bars_from_estimates_draw_at_0_and_100_percent_and_without_an_interval():
+    """Notebooks 02 and 08 draw ``yerr=[[e.mean - e.low ...], [e.high - e.mean ...]]``: a run that scores 100%
+    (or 0%) must not crash there, nor an estimate from one value (NaN bounds: matplotlib leaves that bar out)."""
+    import matplotlib.pyplot as plt
+
+    from course_utils.evaluation import mean_with_ci, proportion_ci
+
+    estimates = [proportion_ci(k, n) for n in (6, 11, 20, 21, 64) for k in (0, n)] + [mean_with_ci([0.5])]
+    fig, ax = plt.subplots()
+    ax.bar(range(len(estimates)), [e.mean for e in estimates],
+           yerr=[[e.mean - e.low for e in estimates], [e.high - e.mean for e in estimates]])  # fmt: skip
+    ax.errorbar(range(len(estimates)), [e.mean for e in estimates],
+                yerr=[[e.mean - e.low for e in estimates], [e.high - e.mean for e in estimates]])  # fmt: skip
+    plt.close(fig)
+
+
 def test_record_results_writes_json_under_the_runner(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
     record = record_results("00_demo", {"error_before": 100.0, "error_after": 30.123456}, {"halved": True}, seed=0)

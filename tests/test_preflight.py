@@ -29,9 +29,9 @@ def chat_rows(n=4, **columns):
     return Dataset.from_dict({"prompt": [CHAT] * n, **{k: [v] * n for k, v in columns.items()}})
 
 
-def config(**overrides):
+def config(output_dir, **overrides):
     values = dict(
-        output_dir="/tmp/preflight-test",
+        output_dir=str(output_dir),
         num_generations=4,
         per_device_train_batch_size=8,
         max_completion_length=32,
@@ -139,11 +139,15 @@ def test_context_length_from_model_config_or_tokenizer():
     assert context_length(None, _Tokenizer()) is None  # "no limit" sentinel
 
 
-def test_preflight_lists_every_problem_at_once():
+def test_preflight_lists_every_problem_at_once(tmp_path):
     rows = Dataset.from_dict({"prompt": [CHAT] * 4})
     with pytest.raises(PreflightError) as caught:
         preflight(
-            config(fp16=True), rows, _Tokenizer(pad_token=None, eos_token=None), [correctness_reward], hardware=CPU
+            config(tmp_path, fp16=True),
+            rows,
+            _Tokenizer(pad_token=None, eos_token=None),
+            [correctness_reward],
+            hardware=CPU,
         )
     message = str(caught.value)
     assert message.startswith("3 problem(s) before training:")
@@ -152,19 +156,19 @@ def test_preflight_lists_every_problem_at_once():
     assert "neither a pad token" in message
 
 
-def test_preflight_on_the_course_model_and_data(course_model):
+def test_preflight_on_the_course_model_and_data(course_model, tmp_path):
     from course_utils.data import arithmetic_problems, to_conversational
 
     model, tokenizer = course_model
     rows = to_conversational(arithmetic_problems(n_train=16, n_test=4)["train"], system_prompt="Be brief.")
     summary = preflight(
-        config(), rows, tokenizer, [strict_format_reward, correctness_reward], model=model, hardware=CPU
+        config(tmp_path), rows, tokenizer, [strict_format_reward, correctness_reward], model=model, hardware=CPU
     )
     assert summary.startswith("preflight ok: 16 prompts")
     assert "reward columns ['answer']" in summary
     with pytest.raises(PreflightError, match="exceeds the model's context"):
         preflight(
-            config(max_completion_length=context_length(model, tokenizer)),
+            config(tmp_path, max_completion_length=context_length(model, tokenizer)),
             rows,
             tokenizer,
             [strict_format_reward],

@@ -1,4 +1,5 @@
 import math
+import pickle
 
 import pytest
 from hypothesis import given, settings
@@ -87,6 +88,20 @@ def test_length_reward_penalises_completions_cut_off_by_the_budget():
     assert reward(["x" * 10, "x" * 10], completion_ids=[[1, 2], [1, 2, 3, 4]]) == [0.0, -100.0]
     with pytest.raises(ValueError, match="needs completion_ids"):
         reward(["x"])
+
+
+def test_length_reward_survives_pickling_and_keeps_the_name_trl_logs():
+    """TRL's reward factories return picklable callables (its async rollout worker pickles rewards)."""
+    from trl.trainer.utils import get_callable_name
+
+    completions, ids = ["x" * 10, chat("x" * 4), "x" * 25], [[1, 2], [1], [1, 2, 3, 4]]
+    for reward in (make_length_reward(10), make_length_reward(10, max_completion_length=4, truncation_penalty=7.0)):
+        copy = pickle.loads(pickle.dumps(reward))
+        assert copy(completions, completion_ids=ids) == reward(completions, completion_ids=ids)
+        assert get_callable_name(copy) == get_callable_name(reward) == "length_reward"  # rewards/length_reward/mean
+    # -|10-10|, -|4-10|, -|25-10| - 7 (4 ids reached the budget of 4)
+    assert copy(completions, completion_ids=ids) == [0.0, -6.0, -22.0]
+    assert repr(copy) == "make_length_reward(target_chars=10, max_completion_length=4, truncation_penalty=7.0)"
 
 
 def test_completion_text_handles_odd_shapes():
