@@ -4,10 +4,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from notebook01 import differences, grpo_config_keywords, parameters
 from repo_modules import load
+
+from course_utils.hardware import Hardware
+from course_utils.presets import get_preset
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs" / "accelerate"
+CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 
 
 def _load_script():
@@ -22,11 +27,18 @@ def test_batch_is_split_over_processes_or_refused_with_the_fix():
         script.per_process_batch(64, 3)
 
 
-def test_defaults_are_notebook_01s_recipe():
-    args = _load_script().parse_args([])
-    assert (args.preset, args.model_name, args.learning_rate, args.beta, args.target_chars) == (
-        "auto", "auto", 5e-5, 0.04, 50,
+def test_defaults_are_notebook_01s_recipe(tmp_path):
+    script = _load_script()
+    args = script.parse_args(["--output-dir", str(tmp_path)])
+    params = parameters()
+    assert (args.preset, args.model_name, args.seed, args.report_to, args.target_chars) == (
+        params["preset"], params["model_name"], params["seed"], params["report_to"], params["target_chars"],
     )  # fmt: skip
+    preset = get_preset("cpu", CPU)
+    config = script.build_config(args, preset, CPU, per_device=preset.per_device_train_batch_size)
+    # what a script launched on N processes adds (use_cpu also turns dataloader_pin_memory off)
+    script_only = {"output_dir", "use_cpu", "dataloader_pin_memory", "model_init_kwargs", "use_vllm", "vllm_mode"}
+    assert differences(config, grpo_config_keywords(preset), ignore=script_only) == {}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
