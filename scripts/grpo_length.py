@@ -39,7 +39,7 @@ from course_utils.evaluation import generate, length_report  # noqa: E402
 from course_utils.hardware import Hardware, detect_hardware  # noqa: E402
 from course_utils.models import model_source  # noqa: E402
 from course_utils.preflight import PreflightError, check_tracking  # noqa: E402
-from course_utils.presets import Preset, get_preset  # noqa: E402
+from course_utils.presets import Preset, get_preset, split_batch  # noqa: E402
 from course_utils.recipes import BETA, LEARNING_RATE, SYSTEM_PROMPT, TARGET_CHARS, length_recipe_config  # noqa: E402
 from course_utils.rewards import make_length_reward  # noqa: E402
 
@@ -57,16 +57,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--report-to", default="none", help="none (default), trackio or wandb (log in first)")
     parser.add_argument("--output-dir", default="outputs/grpo_length")
     return parser.parse_args(argv)
-
-
-def per_process_batch(global_batch: int, num_processes: int) -> int:
-    """Each process's share of the global batch (completions per step), so the recipe does not depend on N."""
-    if num_processes < 1 or global_batch % num_processes:
-        raise ValueError(
-            f"a batch of {global_batch} completions cannot be split evenly over {num_processes} processes. "
-            f"Use a process count that divides {global_batch}."
-        )
-    return global_batch // num_processes
 
 
 def build_config(args: argparse.Namespace, preset: Preset, hardware: Hardware, per_device: int) -> GRPOConfig:
@@ -103,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     preset = get_preset(args.preset, hardware)
     global_batch = preset.per_device_train_batch_size
     try:
-        per_device = per_process_batch(global_batch, state.num_processes)
+        per_device = split_batch(global_batch, preset.num_generations, state.num_processes)
     except ValueError as err:
         raise SystemExit(f"{preset.name} preset: {err}") from None
     data = length_prompts(seed=args.seed, n_test=preset.n_eval, system_prompt=SYSTEM_PROMPT)
