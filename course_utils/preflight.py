@@ -41,6 +41,7 @@ from datasets import Dataset
 
 from course_utils.data import LINE_COLUMN, DatasetFormatError, validate_prompt_dataset
 from course_utils.hardware import Hardware, detect_hardware
+from course_utils.presets import split_batch
 
 #: Keyword arguments GRPOTrainer passes to every reward function itself; any other named parameter of a
 #: reward function is filled from the dataset column of that name.
@@ -364,27 +365,14 @@ def check_batch(
     steps_per_generation: int = 1,
     num_processes: int = 1,
 ) -> None:
-    """Groups of at least 2 completions, and only whole groups in each generation batch.
+    """:func:`course_utils.presets.split_batch`'s rule for a per-device batch, raising :class:`PreflightError`.
 
-    ``per_device_train_batch_size`` counts completions. One generation batch holds
-    ``per_device_train_batch_size × num_processes × steps_per_generation`` completions (TRL's
-    ``steps_per_generation`` defaults to ``gradient_accumulation_steps``), and it must divide into groups
-    of ``num_generations``.
+    ``GRPOConfig`` itself refuses a batch that breaks it; this says the same in terms of the settings, with the fix.
     """
-    if num_generations < 2:
-        raise PreflightError(
-            f"num_generations={num_generations}: GRPO compares completions of the same prompt, so it needs at "
-            "least 2 per prompt. Set num_generations >= 2 (4 to 8 is typical)."
-        )
-    generation_batch = per_device_train_batch_size * num_processes * steps_per_generation
-    if generation_batch % num_generations:
-        lower = num_generations * max(1, per_device_train_batch_size // num_generations)
-        raise PreflightError(
-            f"per_device_train_batch_size={per_device_train_batch_size} (× {num_processes} process(es) × "
-            f"steps_per_generation={steps_per_generation}) = {generation_batch} completions, which is not a whole "
-            f"number of groups of num_generations={num_generations}. The batch counts completions, not prompts: "
-            f"use per_device_train_batch_size={lower} or {lower + num_generations}, or change num_generations."
-        )
+    try:
+        split_batch(per_device_train_batch_size * num_processes, num_generations, num_processes, steps_per_generation)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
 
 
 def check_precision(bf16: bool, fp16: bool, hardware: Hardware | None = None) -> None:

@@ -17,7 +17,6 @@ import os
 from dataclasses import asdict, dataclass, replace
 
 from course_utils.hardware import Hardware, detect_hardware
-from course_utils.preflight import PreflightError, check_batch
 
 #: Environment variable that overrides ``preset="auto"`` (e.g. ``COURSE_PRESET=cpu-ci make lab``).
 PRESET_ENV = "COURSE_PRESET"
@@ -148,10 +147,46 @@ TASKS: dict[str, dict[str, Preset]] = {"length": PRESETS, "arithmetic": ARITHMET
 _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 
 
+def split_batch(global_batch: int, num_generations: int, num_processes: int = 1, steps_per_generation: int = 1) -> int:
+    """Each process's ``per_device_train_batch_size`` for ``global_batch`` completions per optimizer step.
+
+    GRPO's batch arithmetic, which ``GRPOConfig`` enforces, explained with the fix when it does not add up
+    (``ValueError``):
+
+    - ``per_device_train_batch_size`` counts completions, not prompts, and a group needs at least 2 of them;
+    - the global batch splits evenly over the processes, so the recipe (prompts per step, group size) is the
+      same on 1 or N of them;
+    - one generation batch, ``per_device_train_batch_size × num_processes × steps_per_generation``
+      completions (``steps_per_generation`` defaults to ``gradient_accumulation_steps``), is whole groups of
+      ``num_generations``.
+    """
+    if num_generations < 2:
+        raise ValueError(
+            f"num_generations={num_generations}: GRPO compares completions of the same prompt, so it needs at "
+            "least 2 per prompt. Set num_generations >= 2 (4 to 8 is typical)."
+        )
+    if num_processes < 1 or global_batch % num_processes:
+        raise ValueError(
+            f"a batch of {global_batch} completions cannot be split evenly over {num_processes} processes. "
+            f"Use a process count that divides {global_batch}."
+        )
+    per_device = global_batch // num_processes
+    generation_batch = global_batch * steps_per_generation
+    if generation_batch % num_generations:
+        lower = num_generations * max(1, per_device // num_generations)
+        raise ValueError(
+            f"per_device_train_batch_size={per_device} (× {num_processes} process(es) × "
+            f"steps_per_generation={steps_per_generation}) = {generation_batch} completions, which is not a whole "
+            f"number of groups of num_generations={num_generations}. The batch counts completions, not prompts: "
+            f"use per_device_train_batch_size={lower} or {lower + num_generations}, or change num_generations."
+        )
+    return per_device
+
+
 def _validated(preset: Preset) -> Preset:
     try:
-        check_batch(preset.num_generations, preset.per_device_train_batch_size)
-    except PreflightError as error:
+        split_batch(preset.per_device_train_batch_size, preset.num_generations)
+    except ValueError as error:
         raise ValueError(f"Preset {preset.name!r}: {error}") from None
     if preset.bf16 and preset.fp16:
         raise ValueError(f"Preset {preset.name!r}: choose bf16 or fp16, not both.")

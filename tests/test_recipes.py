@@ -1,0 +1,50 @@
+"""Notebook 01's recipe has one home in code (course_utils.recipes), and the notebook still says the same.
+
+The notebook keeps its parameters and its GRPOConfig literal, for the learner to read; these tests read them
+with ``ast`` and fail when the notebook and the code differ, e.g. after a learning rate changed in one only.
+"""
+
+import inspect
+
+import pytest
+from notebook01 import assignments, differences, grpo_config_keywords, parameters
+
+from course_utils import recipes
+from course_utils.hardware import Hardware
+from course_utils.presets import get_preset
+from course_utils.rewards import make_length_reward
+
+CPU = Hardware(kind="cpu", device="cpu", name="CPU")
+
+
+def test_parameters_cell_matches_the_recipe_constants():
+    params = parameters()
+    assert params["system_prompt"] == recipes.SYSTEM_PROMPT
+    assert params["target_chars"] == recipes.TARGET_CHARS
+    assert params["learning_rate"] == recipes.LEARNING_RATE
+    assert params["beta"] == recipes.BETA
+
+
+def test_reward_penalty_matches_the_length_reward():
+    default = inspect.signature(make_length_reward).parameters["truncation_penalty"].default
+    assert assignments()["truncation_penalty"] == default
+
+
+@pytest.mark.parametrize("preset_name", ["cpu-ci", "cpu"])
+def test_length_recipe_config_is_notebook_01s_grpo_config(preset_name):
+    preset = get_preset(preset_name, CPU)
+    notebook = grpo_config_keywords(preset)
+    params = parameters()
+    config = recipes.length_recipe_config(
+        preset, notebook["output_dir"], report_to=params["report_to"], seed=params["seed"]
+    )
+    assert differences(config, notebook) == {}, "notebook 01 and course_utils/recipes.py differ (config, notebook)"
+
+
+def test_a_change_in_the_notebook_alone_is_reported():
+    preset = get_preset("cpu-ci", CPU)
+    notebook = grpo_config_keywords(preset)
+    config = recipes.length_recipe_config(preset, notebook["output_dir"])
+    drifted = {**notebook, "learning_rate": 1e-4, "temperature": 0.7}
+    assert differences(config, drifted) == {"learning_rate": (5e-5, 1e-4), "temperature": (1.0, 0.7)}
+    assert differences(config, drifted, ignore={"learning_rate", "temperature"}) == {}
