@@ -19,30 +19,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, nargs="+", default=[16, 32, 64])
-    parser.add_argument("--tokens", type=int, default=32)
-    args = parser.parse_args(argv)
-
+def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str]:
+    """The markdown table (header and a row per batch size and precision) of sampling ``tokens`` tokens."""
     import torch
 
-    from course_utils.hardware import describe_environment
     from course_utils.models import load_model
 
     model, tokenizer = load_model("auto", verbose=False)
     model.eval()
     tokenizer.padding_side = "left"
     device = next(model.parameters()).device
-    autocast_dtype = torch.bfloat16
     warm = tokenizer.apply_chat_template([[{"role": "user", "content": "Hi"}]], add_generation_prompt=True,
                                          return_tensors="pt", return_dict=True).to(device)  # fmt: skip
     model.generate(**warm, max_new_tokens=2, do_sample=False, pad_token_id=tokenizer.pad_token_id)  # warm-up
-    print(describe_environment())
-    print(f"{args.tokens} new tokens per completion, sampling at temperature 1.0 (TRL's generation settings)")
-    print("| completions per call | precision | seconds | seconds per 16 completions |")
-    print("|---|---|---|---|")
-    for batch in args.batches:
+    lines = ["| completions per call | precision | seconds | seconds per 16 completions |", "|---|---|---|---|"]
+    for batch in batches:
         question = "Tell me about topic number {} in one sentence."
         prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
         inputs = tokenizer.apply_chat_template(
@@ -51,18 +42,32 @@ def main(argv: list[str] | None = None) -> int:
         for precision in ("float32", "bf16 autocast"):
             torch.manual_seed(0)
             start = time.perf_counter()
-            with torch.no_grad(), torch.autocast(device.type, dtype=autocast_dtype, enabled=precision != "float32"):
+            with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision != "float32"):
                 model.generate(
                     **inputs,
-                    max_new_tokens=args.tokens,
-                    min_new_tokens=args.tokens,
+                    max_new_tokens=tokens,
+                    min_new_tokens=tokens,
                     do_sample=True,
                     temperature=1.0,
                     top_k=0,
                     pad_token_id=tokenizer.pad_token_id,
                 )
             seconds = time.perf_counter() - start
-            print(f"| {batch} | {precision} | {seconds:.2f} | {seconds / batch * 16:.2f} |", flush=True)
+            lines.append(f"| {batch} | {precision} | {seconds:.2f} | {seconds / batch * 16:.2f} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[16, 32, 64])
+    parser.add_argument("--tokens", type=int, default=32)
+    args = parser.parse_args(argv)
+
+    from course_utils.hardware import describe_environment
+
+    print(describe_environment())
+    print(f"{args.tokens} new tokens per completion, sampling at temperature 1.0 (TRL's generation settings)")
+    print("\n".join(table(tuple(args.batches), args.tokens)))
     return 0
 
 

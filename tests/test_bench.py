@@ -1,19 +1,27 @@
-"""The benchmark's recipes are what they claim to be, and its report states the ratios it measured."""
+"""The benchmark's recipes are what they claim to be, its timing still finds TRL's methods, and its report
+states the ratios it measured and reproduces the committed results."""
+
+import inspect
+import json
+import time
 
 import pytest
-from repo_modules import load
+from notebook01 import differences, grpo_config_keywords
+from repo_modules import REPO_ROOT, load
 
 from course_utils.hardware import Hardware
 from course_utils.presets import get_preset
 
-bench = load("benchmarks/bench.py")
+bench = load("benchmarks/bench.py")  # puts the repository on sys.path and imports the benchmark's modules
+recipes, report, step_cost = bench.recipes, bench.report, bench.step_cost
+RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 
 
 def test_trl_defaults_change_only_sizes_and_precision(tmp_path):
     preset = get_preset("cpu", CPU)
-    config, lora, _ = bench.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU)
+    config, lora, _ = recipes.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU)
     assert lora is None
     assert (config.learning_rate, config.beta, config.activation_checkpointing) == (1e-6, 0.0, True)
     assert (config.num_generations, config.per_device_train_batch_size) == (8, 16)
@@ -21,20 +29,21 @@ def test_trl_defaults_change_only_sizes_and_precision(tmp_path):
 
 
 def test_course_recipe_is_notebook_01s(tmp_path):
-    config, lora, reward = bench.recipe_config("course", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+    preset = get_preset("cpu", CPU)
+    config, lora, reward = recipes.recipe_config("course", preset, str(tmp_path), preset.max_steps, CPU)
     assert lora is None
-    assert (config.learning_rate, config.beta, config.activation_checkpointing) == (5e-5, 0.04, False)
+    assert differences(config, grpo_config_keywords(preset), ignore={"output_dir", "disable_tqdm"}) == {}
     assert reward([[{"role": "assistant", "content": "x" * 50}]], completion_ids=[[1]]) == [0.0]
 
 
 def test_hf_course_recipe(tmp_path):
-    config, lora, reward = bench.recipe_config("hf-course", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+    config, lora, reward = recipes.recipe_config("hf-course", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
     assert (config.learning_rate, config.num_generations, config.max_completion_length) == (2e-5, 8, 96)
     assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (8, 2)
     assert (lora.r, lora.lora_alpha, lora.target_modules) == (16, 32, "all-linear")
     assert reward([[{"role": "assistant", "content": "x" * 40}]]) == [-10]
     with pytest.raises(ValueError, match="Unknown recipe"):
-        bench.recipe_config("mine", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
+        recipes.recipe_config("mine", get_preset("cpu", CPU), str(tmp_path), 3, CPU)
 
 
 def _cost(recipe, seconds):
@@ -50,25 +59,28 @@ def _learn(recipe, reached, seconds):
             "final_error": 40.0 if reached else 80.0, "cap_minutes": 12.0}  # fmt: skip
 
 
+def _render(costs, learns, levers=(), probe=()):
+    run = {"started": "t", "command": "c", "environment": {"trl": "1.16.0"}, "step_cost": list(costs),
+           "levers": list(levers), "generation_probe": list(probe), "time_to_learn": list(learns)}  # fmt: skip
+    return report.render(run)
+
+
 def test_report_states_the_measured_ratios():
-    report = bench.render("2026-11-22 06:00", "python benchmarks/bench.py", {"trl": "1.16.0"},
-                          [_cost("trl-defaults", 20.0), _cost("course", 10.0)],
-                          [_learn("course", True, 120.0), _learn("hf-course", False, 720.0)])  # fmt: skip
-    assert "steps per second: **2.00×**" in report
-    assert "time to learn: **< 0.17** (the published course recipe had not halved the error after 12.0 min)" in report
-    both = bench.render(
-        "t", "c", {}, [_cost("trl-defaults", 20.0)], [_learn("course", True, 60.0), _learn("hf-course", True, 240.0)]
-    )
+    markdown = _render([_cost("trl-defaults", 20.0), _cost("course", 10.0)],
+                       [_learn("course", True, 120.0), _learn("hf-course", False, 720.0)])  # fmt: skip
+    assert "steps per second: **2.00×**" in markdown
+    assert "time to learn: **< 0.17** (the published course recipe had not halved the error after 12.0 min)" in markdown
+    both = _render([_cost("trl-defaults", 20.0)], [_learn("course", True, 60.0), _learn("hf-course", True, 240.0)])
     assert "Course / the published course recipe, time to learn: **0.25** (both recipes reached the goal)" in both
     assert "TRL defaults, time to learn" not in both  # not measured, not reported
 
 
 def test_report_compares_with_trl_defaults_and_does_not_claim_a_ratio_the_course_did_not_reach():
     learns = [_learn("course", True, 60.0), _learn("trl-defaults", False, 600.0), _learn("hf-course", True, 120.0)]
-    report = bench.render("t", "c", {}, [_cost("trl-defaults", 20.0), _cost("course", 10.0)], learns)
+    markdown = _render([_cost("trl-defaults", 20.0), _cost("course", 10.0)], learns)
     expected = "Course / TRL defaults, time to learn: **< 0.10** (TRL defaults had not halved the error after 10.0 min)"
-    assert expected in report
-    stuck = bench.render("t", "c", {}, [], [_learn("course", False, 600.0), _learn("hf-course", True, 120.0)])
+    assert expected in markdown
+    stuck = _render([], [_learn("course", False, 600.0), _learn("hf-course", True, 120.0)])
     assert "Course /" not in stuck
 
 
@@ -79,39 +91,88 @@ def _lever(name, seconds):
 def test_levers_table_states_speedups_against_the_course_recipe_and_defaults():
     costs = [_cost("trl-defaults", 20.0), _cost("course", 16.0)]
     levers = [_lever("beta=0 (no reference model)", 8.0), _lever("LoRA r=16", 32.0)]
-    report = bench.render("t", "c", {}, costs, [], levers)
-    assert "| beta=0 (no reference model) | 8.00 | 2.00× |" in report
-    assert "| LoRA r=16 | 32.00 | 0.50× |" in report
-    assert "Fastest lever (beta=0 (no reference model)) / TRL defaults, steps per second: **2.50×**" in report
+    markdown = _render(costs, [], levers)
+    assert "| beta=0 (no reference model) | 8.00 | 2.00× |" in markdown
+    assert "| LoRA r=16 | 32.00 | 0.50× |" in markdown
+    assert "Fastest lever (beta=0 (no reference model)) / TRL defaults, steps per second: **2.50×**" in markdown
     probe = ["| completions per call | precision | seconds | per 16 completions |", "| 16 | float32 | 7.0 | 7.0 |"]
-    assert "### Generation alone" in bench.render("t", "c", {}, costs, [], [], probe)
-    assert "### Generation alone" not in report
+    assert "### Generation alone" in _render(costs, [], [], probe)
+    assert "### Generation alone" not in markdown
+
+
+def test_committed_results_are_what_the_report_writes_from_their_json(tmp_path):
+    run = json.loads((RESULTS / "latest.json").read_text())
+    markdown = report.write(tmp_path, run)
+    assert markdown == (RESULTS / "latest.md").read_text()
+    for name in ("latest.md", "latest.json", "step_cost.csv", "levers.csv", "time_to_learn.csv"):
+        assert (tmp_path / name).read_bytes() == (RESULTS / name).read_bytes(), name
+
+
+def test_trl_still_has_the_private_methods_the_step_cost_times():
+    from trl import GRPOTrainer
+
+    for name in step_cost.TIMED_METHODS:
+        assert callable(getattr(GRPOTrainer, name, None)), f"GRPOTrainer.{name} is gone: update step_cost.py"
+    outer = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "self._generate(" in outer, "scoring time = outer - inner assumes the outer method calls _generate"
+
+
+class _FakeTrainer:
+    def _generate(self, prompts):
+        time.sleep(0.02)
+        return [p + "!" for p in prompts]
+
+    def _generate_and_score_completions(self, batch):
+        completions = self._generate(batch)
+        time.sleep(0.01)  # scoring
+        return completions
+
+
+def test_private_method_timing_adds_up_and_fails_loudly_when_a_method_is_gone():
+    trainer = _FakeTrainer()
+    seconds = step_cost.time_private_methods(trainer)
+    assert trainer._generate_and_score_completions(["a", "b"]) == ["a!", "b!"]  # the wrapped methods still work
+    assert trainer._generate_and_score_completions(["c"]) == ["c!"]
+    generating, both = seconds["_generate"], seconds["_generate_and_score_completions"]
+    assert 0.04 <= generating < both, seconds  # two calls of >= 0.02 s each, inside the outer ones
+    assert both - generating >= 0.02, seconds  # two calls of >= 0.01 s of scoring
+    with pytest.raises(RuntimeError, match=r"TRL .* has no \['_generate'\].*update TIMED_METHODS"):
+        step_cost.time_private_methods(object(), names=("_generate",))
+
+
+def test_the_command_line_is_unchanged():
+    args = bench.parse_args([])
+    assert (args.preset, args.steps, args.learn_minutes, args.eval_every) == ("auto", 4, 12.0, 2)
+    assert not (args.skip_learn or args.skip_levers or args.skip_probe)
+    flags = ["--skip-learn", "--skip-levers", "--skip-probe", "--steps", "1", "--out", "x", "--preset", "cpu"]
+    args = bench.parse_args(flags)
+    assert (args.skip_learn, args.skip_levers, args.skip_probe, args.steps, args.out) == (True, True, True, 1, "x")
 
 
 def test_levers_change_only_what_they_name(tmp_path):
     preset = get_preset("cpu", CPU)
-    base, _, _ = bench.recipe_config("course", preset, str(tmp_path), 3, CPU)
-    for lever in bench.LEVERS:
-        config, lora, _ = bench.recipe_config("course", preset, str(tmp_path), 3, CPU, lever)
+    base, _, _ = recipes.recipe_config("course", preset, str(tmp_path), 3, CPU)
+    for lever in recipes.LEVERS:
+        config, lora, _ = recipes.recipe_config("course", preset, str(tmp_path), 3, CPU, lever)
         changed = {k for k in ("beta", "bf16", "activation_checkpointing", "num_iterations", "steps_per_generation",
                                "use_cpu") if getattr(config, k) != getattr(base, k)}  # fmt: skip
-        expected = set() if bench.LEVERS[lever] == "lora" else set(bench.LEVERS[lever])
+        expected = set() if recipes.LEVERS[lever] == "lora" else set(recipes.LEVERS[lever])
         if "bf16" in expected:
             expected.add("use_cpu")
         assert changed == expected, lever
-        assert (lora is not None) == (bench.LEVERS[lever] == "lora")
+        assert (lora is not None) == (recipes.LEVERS[lever] == "lora")
         assert config.learning_rate == base.learning_rate and config.num_generations == base.num_generations
     with pytest.raises(ValueError, match="levers apply to the course recipe"):
-        bench.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU, "LoRA r=16")
+        recipes.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU, "LoRA r=16")
 
 
 def test_bf16_lever_only_where_the_hardware_has_native_bf16(monkeypatch):
-    monkeypatch.setattr(bench, "cpu_has_native_bf16", lambda: False)
-    assert not any("bf16" in n for n in bench.applicable_levers(CPU))
-    monkeypatch.setattr(bench, "cpu_has_native_bf16", lambda: True)
-    assert "bf16 autocast" in bench.applicable_levers(CPU)
+    monkeypatch.setattr(recipes, "cpu_has_native_bf16", lambda: False)
+    assert not any("bf16" in n for n in recipes.applicable_levers(CPU))
+    monkeypatch.setattr(recipes, "cpu_has_native_bf16", lambda: True)
+    assert "bf16 autocast" in recipes.applicable_levers(CPU)
     gpu = Hardware(kind="gpu", device="cuda", name="H100")
-    assert not any("bf16" in n for n in bench.applicable_levers(gpu)), "GPU presets already train in bf16"
+    assert not any("bf16" in n for n in recipes.applicable_levers(gpu)), "GPU presets already train in bf16"
 
 
 def test_generation_probe_prints_a_row_per_batch_and_precision(capsys):

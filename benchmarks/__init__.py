@@ -1,0 +1,1 @@
+"""The course's benchmark (``make bench``, :mod:`benchmarks.bench`) and its runtime record (``make runtimes``)."""
