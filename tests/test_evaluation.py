@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from transformers import LlamaForCausalLM
 
 from course_utils.evaluation import Estimate, generate, length_report, mean_with_ci, proportion_ci
 
@@ -54,52 +55,90 @@ def test_length_report():
     assert report["within_20pct"] == pytest.approx(1 / 3)
 
 
-PROMPTS = [[{"role": "user", "content": q}] for q in ("Name a colour.", "What is 2 + 2?", "Say hello.")]
+class ScriptedLlama(LlamaForCausalLM):
+    """A tiny Llama whose next word is scripted: after wK comes wK+1, after w9 the end of sequence, after
+    anything else (such as the chat template's ``assistant``) w0. Greedy output is then known exactly and
+    depends only on the last real token of the prompt, so padding on the wrong side shows up."""
+
+    def forward(self, input_ids=None, **kwargs):
+        out = super().forward(input_ids=input_ids, **kwargs)
+        last = input_ids[:, -out.logits.shape[1] :]
+        out.logits = 10.0 * torch.nn.functional.one_hot(self.script[last], self.config.vocab_size).float()
+        return out
 
 
-def test_greedy_generation_is_deterministic_and_restores_state(course_model):
-    model, tokenizer = course_model
+@pytest.fixture
+def scripted(tiny_config, tiny_tokenizer):
+    model = ScriptedLlama(tiny_config)
+    ids = [tiny_tokenizer.convert_tokens_to_ids(f"w{k}") for k in range(10)]
+    script = torch.full((len(tiny_tokenizer),), ids[0])
+    script[ids[:-1]] = torch.tensor(ids[1:])
+    script[ids[-1]] = tiny_tokenizer.eos_token_id
+    model.register_buffer("script", script, persistent=False)
+    return model, tiny_tokenizer
+
+
+# Each prompt's greedy completion under the script with max_new_tokens=4 (the end token is not shown):
+SCRIPTED = [
+    ("w7", "w8 w9", True),  # w8 w9 <end>: ends on its own within 3 tokens
+    ("w6", "w7 w8 w9", True),  # w7 w8 w9 <end>: the end token is the 4th and last allowed token
+    ("w1 w2", "w3 w4 w5 w6", False),  # cut at 4 tokens
+    ([{"role": "user", "content": "w5"}], "w0 w1 w2 w3", False),  # the template ends with "assistant"
+]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4])
+def test_greedy_generation_completes_each_prompt_whatever_the_batching(scripted, batch_size):
+    prompts, expected, expected_finished = map(list, zip(*SCRIPTED, strict=True))
+    completions, finished = generate(*scripted, prompts, max_new_tokens=4, batch_size=batch_size, progress=False)
+    assert completions == expected  # left padding: each prompt continues from its own last word
+    assert finished == expected_finished
+
+
+def test_any_end_token_of_the_generation_config_counts_as_finished(scripted):
+    model, tokenizer = scripted
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("w4")]
+    completions, finished = generate(model, tokenizer, ["w1", "w7"], max_new_tokens=4, progress=False)  # fmt: skip
+    assert completions == ["w2 w3 w4", "w8 w9"] and finished == [True, True]
+
+
+def test_generate_restores_padding_side_and_train_mode_even_on_error(scripted, monkeypatch):
+    model, tokenizer = scripted
     model.train()
-    side = tokenizer.padding_side
-    first = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=2, progress=False).completions
-    second = generate(model, tokenizer, PROMPTS, max_new_tokens=8, batch_size=3, progress=False).completions
-    assert len(first) == 3 and all(isinstance(c, str) for c in first)
-    assert first == second
-    assert model.training and tokenizer.padding_side == side
+    assert tokenizer.padding_side == "right"
+    generate(model, tokenizer, ["w1", "w2 w3"], max_new_tokens=2, progress=False)
+    assert model.training and tokenizer.padding_side == "right"
+
+    def out_of_memory(**kwargs):
+        assert not model.training and tokenizer.padding_side == "left"  # what generation ran with
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(model, "generate", out_of_memory)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        generate(model, tokenizer, ["w1"], max_new_tokens=2, progress=False)
+    assert model.training and tokenizer.padding_side == "right"
 
 
-def test_sampled_generation_is_reproducible_by_seed(course_model):
-    model, tokenizer = course_model
-    kw = dict(max_new_tokens=10, do_sample=True, temperature=1.0, progress=False)
-    assert generate(model, tokenizer, PROMPTS, seed=1, **kw) == generate(model, tokenizer, PROMPTS, seed=1, **kw)
+def test_sampling_is_reproducible_by_seed_and_leaves_the_global_generator_alone(tiny_model, tiny_tokenizer):
+    prompts = ["w1", "w2 w3", [{"role": "user", "content": "w4"}]]
+    kw = dict(max_new_tokens=12, do_sample=True, temperature=1.0, progress=False)
+    torch.manual_seed(123)
+    expected_next_draw = torch.rand(3)
+    torch.manual_seed(123)
+    first = generate(tiny_model, tiny_tokenizer, prompts, seed=1, **kw)
+    assert torch.equal(torch.rand(3), expected_next_draw), "generate changed the caller's random stream"
+    assert generate(tiny_model, tiny_tokenizer, prompts, seed=1, **kw) == first
+    # 3 prompts x 12 tokens drawn from 17 words by a random model: two seeds agreeing would mean no sampling
+    assert generate(tiny_model, tiny_tokenizer, prompts, seed=2, **kw) != first
+    greedy = dict(max_new_tokens=12, progress=False)
+    assert generate(tiny_model, tiny_tokenizer, prompts, seed=1, **greedy) == generate(
+        tiny_model, tiny_tokenizer, prompts, seed=2, **greedy
+    ), "greedy decoding must not depend on the seed"
 
 
-def draws_after(seed, action, device="cpu"):
-    """The next random numbers on ``device`` after seeding it and running ``action``."""
-    torch.manual_seed(seed)
-    action()
-    return torch.rand(4, device=device)
-
-
-def test_generate_leaves_the_random_state_as_it_was(course_model):
-    model, tokenizer = course_model
-    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
-    untouched = draws_after(123, lambda: None)
-    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw)), untouched)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_generate_on_a_gpu_leaves_the_gpu_random_state_as_it_was(course_model):
-    """torch.manual_seed reseeds CUDA too; restoring only the CPU state reset a GPU training run's stream."""
-    model, tokenizer = copy.deepcopy(course_model[0]).to("cuda"), course_model[1]  # the shared fixture stays put
-    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
-    untouched = draws_after(123, lambda: None, device="cuda")
-    assert torch.equal(draws_after(123, lambda: generate(model, tokenizer, PROMPTS, seed=5, **kw), "cuda"), untouched)
-
-
-def test_generate_rejects_bad_batch_size(course_model):
+def test_generate_rejects_bad_batch_size(scripted):
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
-        generate(*course_model, PROMPTS, max_new_tokens=4, batch_size=0)
+        generate(*scripted, ["w1"], max_new_tokens=4, batch_size=0)
 
 
 def test_length_report_flags_budget_filling_and_collapse():
@@ -109,16 +148,6 @@ def test_length_report_flags_budget_filling_and_collapse():
     assert "finished_share" not in length_report(["a"], 1)
     with pytest.raises(ValueError, match="finished has 1 entries for 2 completions"):
         length_report(["a", "b"], 1, finished=[True])
-
-
-def test_generate_reports_which_completions_ended_on_their_own(course_model):
-    model, tokenizer = course_model
-    prompts = [[{"role": "user", "content": "Reply with the single word: yes"}]] * 2
-    cut, cut_finished = generate(model, tokenizer, prompts, max_new_tokens=1, progress=False)
-    full, full_finished = generate(model, tokenizer, prompts, max_new_tokens=40, progress=False)
-    assert cut_finished == [False, False]
-    assert full_finished == [True, True], full
-    assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))
 
 
 def test_proportion_ci_is_wilson_and_stays_in_range():
@@ -168,17 +197,18 @@ def table_est():
     return proportion_ci(1, 2)
 
 
-def test_evaluate_answers_scores_what_it_generated(course_model):
+def test_evaluate_answers_scores_what_it_generated(scripted):
     from datasets import Dataset
 
     from course_utils.evaluation import answer_report, evaluate_answers
 
-    rows = Dataset.from_list([{"prompt": p, "answer": "4"} for p in PROMPTS])
-    report, completions = evaluate_answers(*course_model, rows, max_new_tokens=6, progress=False)
-    assert len(completions) == len(PROMPTS)
-    assert report == answer_report(completions, ["4"] * len(PROMPTS))
+    text_prompts = [(p, text) for p, text, _ in SCRIPTED if isinstance(p, str)]  # a column holds one type
+    rows = Dataset.from_list([{"prompt": p, "answer": "4"} for p, _ in text_prompts])
+    report, completions = evaluate_answers(*scripted, rows, max_new_tokens=4, batch_size=2, progress=False)
+    assert completions == [text for _, text in text_prompts]
+    assert report == answer_report(completions, ["4"] * len(text_prompts))
     with pytest.raises(ValueError, match=r"needs columns \['answer'\]"):
-        evaluate_answers(*course_model, rows.remove_columns("answer"), max_new_tokens=2)
+        evaluate_answers(*scripted, rows.remove_columns("answer"), max_new_tokens=2)
 
 
 def test_lenient_accuracy_reads_the_last_number_tags_or_not():
@@ -205,3 +235,42 @@ def test_paired_gain_needs_a_gain_not_a_tie():
     assert errors.mean == (30 + 20 + 0) / 3 and errors.low > 0, "an error that fell is a positive gain"
     with pytest.raises(ValueError, match="one score per prompt"):
         paired_gain([1, 0], [1])
+
+
+def draws_after(seed, action, device="cpu"):
+    """The next random numbers on ``device`` after seeding it and running ``action``."""
+    torch.manual_seed(seed)
+    action()
+    return torch.rand(4, device=device)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_generate_on_a_gpu_leaves_the_gpu_random_state_as_it_was(tiny_model, tiny_tokenizer):
+    """torch.manual_seed reseeds CUDA too; restoring only the CPU state reset a GPU training run's stream."""
+    model = copy.deepcopy(tiny_model).to("cuda")
+    kw = dict(max_new_tokens=6, do_sample=True, progress=False)
+    untouched = draws_after(123, lambda: None, device="cuda")
+    after = draws_after(123, lambda: generate(model, tiny_tokenizer, ["w1", "w2 w3"], seed=5, **kw), "cuda")
+    assert torch.equal(after, untouched)
+
+
+# The course model itself: the same properties with its real tokenizer and chat template (slow: loads it).
+PROMPTS = [[{"role": "user", "content": q}] for q in ("Name a colour.", "What is 2 + 2?", "Say hello.")]
+
+
+@pytest.mark.slow
+def test_course_model_greedy_generation_is_the_same_at_any_batch_size(course_model):
+    first = generate(*course_model, PROMPTS, max_new_tokens=8, batch_size=2, progress=False).completions
+    second = generate(*course_model, PROMPTS, max_new_tokens=8, batch_size=3, progress=False).completions
+    assert len(first) == 3 and all(isinstance(c, str) and c for c in first)
+    assert first == second
+
+
+@pytest.mark.slow
+def test_course_model_completions_end_on_its_end_token(course_model):
+    prompts = [[{"role": "user", "content": "Reply with the single word: yes"}]] * 2
+    cut, cut_finished = generate(*course_model, prompts, max_new_tokens=1, progress=False)
+    full, full_finished = generate(*course_model, prompts, max_new_tokens=40, progress=False)
+    assert cut_finished == [False, False]
+    assert full_finished == [True, True], full
+    assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))

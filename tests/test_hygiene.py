@@ -4,6 +4,7 @@ GRPOConfig keywords that exist in the installed TRL, and ruff."""
 import ast
 import dataclasses
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -152,10 +153,28 @@ def test_ruff_on_code_and_notebooks():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_readme_test_command_is_what_ci_runs():
-    readme = (REPO_ROOT / "README.md").read_text()
-    ci = (REPO_ROOT / ".ci" / "run").read_text()
-    assert "make test" in readme and re.search(r"^make test$", ci, re.M)
+def _make_pytest_args(target: str) -> list[str]:
+    """The pytest arguments ``make <target>`` would run (a dry run, with set-up left out)."""
+    dry = subprocess.run(
+        ["make", "-n", target, "STAMP=", "PYTEST_ARGS="], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    )
+    line = next(line for line in dry.stdout.splitlines() if " -m pytest" in line)
+    return shlex.split(line.split(" -m pytest", 1)[1])
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_ci_runs_every_test_and_make_unit_leaves_out_only_the_notebooks_and_the_slow_ones():
+    from _pytest.mark.expression import Expression  # how pytest itself evaluates -m
+
+    assert re.search(r"^make test$", (REPO_ROOT / ".ci" / "run").read_text(), re.M), ".ci/run must run make test"
+    selecting = {"-m", "-k", "--deselect", "--ignore", "--lf"}
+    assert not selecting & set(_make_pytest_args("test")), "make test (what CI runs) must run every test"
+
+    unit = _make_pytest_args("unit")
+    selected = Expression.compile(unit[unit.index("-m") + 1])
+    marked = {"no mark": set(), "notebook": {"notebook"}, "slow": {"slow"}, "both": {"notebook", "slow"}}
+    runs = {name: selected.evaluate(lambda mark, marks=marks: mark in marks) for name, marks in marked.items()}
+    assert runs == {"no mark": True, "notebook": False, "slow": False, "both": False}
 
 
 def test_no_remote_code_and_no_pickled_weights():

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from course_utils import models
 from course_utils.models import (
@@ -32,7 +32,7 @@ def test_auto_resolves_to_the_hub_without_the_package(monkeypatch):
     assert resolve_model_name("auto") == HUB_MODEL_ID
 
 
-@needs_embedded
+@pytest.mark.slow
 def test_offline_load_gives_a_working_chat_model(course_model):
     model, tokenizer = course_model
     assert model.dtype == torch.float32 and model.device.type == "cpu"
@@ -45,7 +45,69 @@ def test_offline_load_gives_a_working_chat_model(course_model):
     assert "Paris" in tokenizer.decode(out[0, ids["input_ids"].shape[1] :])
 
 
-@needs_embedded
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch, tiny_model, tiny_tokenizer):
+    """The embedded package stood in for by the tiny model: "reading the GGUF" returns it and is counted."""
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda: tmp_path / "package" / "tiny.Q4_1.gguf")
+    real_version = models.importlib.metadata.version
+    monkeypatch.setattr(
+        models.importlib.metadata,
+        "version",
+        lambda name: "9.9" if name == models.EMBEDDED_PACKAGE else real_version(name),
+    )
+    reads = []
+
+    def from_gguf(real, stand_in):
+        def from_pretrained(source, *args, gguf_file=None, **kwargs):
+            if gguf_file is None:
+                return real(source, *args, **kwargs)
+            reads.append(gguf_file)
+            return stand_in
+
+        return from_pretrained
+
+    monkeypatch.setattr(
+        models.AutoTokenizer, "from_pretrained", from_gguf(AutoTokenizer.from_pretrained, tiny_tokenizer)
+    )
+    monkeypatch.setattr(
+        models.AutoModelForCausalLM, "from_pretrained", from_gguf(AutoModelForCausalLM.from_pretrained, tiny_model)
+    )
+    return tiny_model, reads
+
+
+def test_cache_is_built_once_holds_the_same_weights_and_is_reused(fake_gguf, tmp_path):
+    tiny_model, reads = fake_gguf
+    target = prepare_embedded_model(verbose=False)
+    assert target.parent == tmp_path / "cache" / "models" and "9.9" in target.name  # versioned: an upgrade rebuilds
+    assert (target / "model.safetensors").is_file() and (target / "tokenizer.json").is_file()
+    assert not list(target.parent.glob("*.tmp-*")), "temporary build directory left behind"
+    assert reads == ["tiny.Q4_1.gguf", "tiny.Q4_1.gguf"]  # tokenizer and model, read once each
+
+    assert prepare_embedded_model(verbose=False) == target
+    model, tokenizer = load_model("embedded", verbose=False)
+    assert len(reads) == 2, "a cache hit read the GGUF again (the slow path)"
+    ids = torch.tensor([[4, 5, 7, 8]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, tiny_model.eval()(ids).logits)
+    assert tokenizer.pad_token == "<pad>" and tokenizer.apply_chat_template(
+        [{"role": "user", "content": "w1"}], tokenize=False, add_generation_prompt=True
+    ).endswith("assistant ")
+
+
+def test_a_failed_cache_build_leaves_nothing_behind(fake_gguf, tmp_path, monkeypatch):
+    tiny_model, _ = fake_gguf
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(type(tiny_model), "save_pretrained", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        prepare_embedded_model(verbose=False)
+    assert not list((tmp_path / "cache" / "models").iterdir()), "a half-written cache was left behind"
+
+
+@pytest.mark.slow
 def test_cache_is_built_once_equals_the_gguf_and_is_reused(tmp_path, monkeypatch):
     monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
     target = prepare_embedded_model(verbose=False)

@@ -7,13 +7,17 @@ notebook records what it measured on held-out prompts (``course_utils.results``)
 import nbformat
 import pytest
 
-from course_utils.runner import course_notebooks, execute_notebook
+from course_utils.runner import NOTEBOOK_DIR, course_notebooks, execute_notebook
 
 NOTEBOOKS = course_notebooks()
 
 
-def test_there_are_notebooks():
-    assert NOTEBOOKS, "no notebooks/NN_*.ipynb found"
+def test_every_notebook_is_a_numbered_lesson_that_ci_runs():
+    """A notebook named outside the NN_name.ipynb pattern would be left out of CI and make course, silently."""
+    unnumbered = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb") if p not in NOTEBOOKS)
+    assert not unnumbered, f"rename {unnumbered} to NN_name.ipynb (the next free NN), or move them out of notebooks/"
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers and numbers == list(range(1, len(numbers) + 1)), f"lessons must be numbered 01, 02, ...: {numbers}"
 
 
 @pytest.mark.notebook
