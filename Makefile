@@ -66,10 +66,10 @@ bench: $(STAMP)
 # make prove / make seeds: the checks themselves tested (docs/PROOF.md); not part of make test.
 SEEDS ?= 101 202 303
 prove: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py prove $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
+	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py prove $(NOTEBOOKS) $(if $(PRESET),--preset $(PRESET))
 
 seeds: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py seeds --seeds $(SEEDS) $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
+	HF_HUB_OFFLINE=1 $(PY) scripts/prove.py seeds $(NOTEBOOKS) --seeds $(SEEDS) $(if $(PRESET),--preset $(PRESET))
 
 RUNS ?=
 runtimes: $(STAMP)

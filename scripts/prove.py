@@ -149,14 +149,19 @@ def write_doc(rows: list[dict], notebooks: list[Path], doc: Path = DOC) -> None:
     doc.write_text(f"{head}{START}\n{render(rows, notebooks)}\n{END}{tail}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; options and notebooks in any order (``make prove NOTEBOOKS=... PRESET=...``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["prove", "seeds", "render"])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/NN_*.ipynb")
     parser.add_argument("--preset", default="cpu-ci")
-    parser.add_argument("--seeds", nargs="*", type=int, default=[101, 202, 303])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[101, 202, 303])
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<mode>-<time>)")
-    args = parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
 
     everything = course_notebooks()
     notebooks = [p.resolve() for p in args.notebooks] or everything

@@ -82,3 +82,15 @@ def test_docs_tables_are_the_rendered_record():
         "docs/PROOF.md differs from benchmarks/results/proof.jsonl for the current notebooks: "
         "run `python scripts/prove.py render`"
     )
+
+
+def test_the_make_targets_command_lines_parse(tmp_path):
+    """What make prove / make seeds run, with and without NOTEBOOKS and PRESET (argparse used to refuse
+    notebooks after --preset, and took them as seeds after --seeds)."""
+    prove, nb = _prove(), "notebooks/04_multi_stage_training.ipynb"
+    args = prove.parse(["prove", nb, "--preset", "cpu-ci"])
+    assert (args.mode, args.notebooks, args.preset) == ("prove", [Path(nb)], "cpu-ci")
+    args = prove.parse(["seeds", nb, "--seeds", "101", "202"])
+    assert (args.notebooks, args.seeds, args.preset) == ([Path(nb)], [101, 202], "cpu-ci")
+    assert prove.parse(["seeds", "--seeds", "7"]).notebooks == []
+    assert prove.parse(["prove", "--preset", "cpu", nb]).notebooks == [Path(nb)]
