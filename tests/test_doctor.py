@@ -2,6 +2,9 @@
 
 import importlib.metadata
 
+import torch
+from safetensors.torch import save_file
+
 from course_utils import doctor, models
 
 MIN_PYTHON_TEXT = ".".join(map(str, doctor.MIN_PYTHON))  # "3.11"
@@ -88,8 +91,14 @@ def test_model_check_with_the_embedded_model_says_whether_its_cache_is_built(mon
     monkeypatch.setattr(models, "_embedded_cache_path", lambda: tmp_path / "cache")
     check = doctor.check_model("auto")
     assert check.status == "OK" and "offline" in check.detail and "cache not built yet" in check.detail
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "model.safetensors").touch()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "model.safetensors").touch()
+    partial = doctor.check_model("auto")  # an interrupted build: the next load rebuilds it
+    assert partial.status == "WARN" and "config.json is missing" in partial.detail
+    save_file({"w": torch.zeros(1)}, str(cache / "model.safetensors"))
+    (cache / "config.json").write_text("{}")
+    (cache / "tokenizer.json").write_text("{}")
     assert doctor.check_model("auto").detail.endswith("; cache built")
 
 
