@@ -92,8 +92,14 @@ def current(rows: list[dict], notebooks: list[Path]) -> dict[str, list[dict]]:
 
 def prove_verdict(on: dict | None, off: dict | None) -> tuple[str, str, str]:
     """(passed with learning on, still passing with learning off, verdict) for one notebook."""
-    if on is None or off is None:
+    if on is None and off is None:
         return "not run", "not run", "not run for this version"
+    if off is None:
+        on_passed = sum(on["checks"].values())
+        on_text = f"{on_passed}/{len(on['checks'])}" + ("" if on["passed"] else " (run failed)")
+        return on_text, "not run", "not proved: the learning-off run is missing"
+    if on is None:
+        return "not run", "-", "not proved: the as-written run is missing"
     if not off["recorded"]:
         return "-", "-", f"no record with learning off: {off['error']}"
     learning = off["checks"]
@@ -121,7 +127,8 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
         on = next((r for r in reversed(runs) if r["kind"] == "prove-on"), None)
         off = next((r for r in reversed(runs) if r["kind"] == "prove-off"), None)
         on_text, off_text, verdict = prove_verdict(on, off)
-        when = f"{off['date']}, {off['commit']}" if off else ""
+        latest = off or on
+        when = f"{latest['date']}, {latest['commit']}" if latest else ""
         lines.append(f"| {stem} | {on_text} | {off_text} | {verdict} | {when} |")
     seeds = sorted({r["parameters"].get("seed") for rs in by_nb.values() for r in rs if r["kind"] == "seed"})
     lines += ["", "### `make seeds`: each notebook as written, with seeds it was not written with", ""]

@@ -41,7 +41,9 @@ def test_a_learning_check_that_passes_without_learning_is_a_defect():
     failed_as_written = _row("prove-on", {"gain": False}, False, "h")
     assert prove.prove_verdict(failed_as_written, _row("prove-off", {"gain": False}, False, "h"))[2].startswith(
         "not proved")
-    assert prove.prove_verdict(None, off)[2] == "not run for this version"
+    assert prove.prove_verdict(None, None)[2] == "not run for this version"
+    assert prove.prove_verdict(None, off)[2] == "not proved: the as-written run is missing"
+    assert prove.prove_verdict(on, None) == ("2/2", "not run", "not proved: the learning-off run is missing")
 
 
 def test_rows_count_only_for_the_code_they_ran_on(tmp_path):
