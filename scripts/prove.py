@@ -90,22 +90,24 @@ def current(rows: list[dict], notebooks: list[Path]) -> dict[str, list[dict]]:
     return out
 
 
+def _as_written(on: dict) -> str:
+    """Learning checks passed in the as-written run, e.g. '3/3' or '2/3 (run failed)'."""
+    return f"{sum(on['checks'].values())}/{len(on['checks'])}" + ("" if on["passed"] else " (run failed)")
+
+
 def prove_verdict(on: dict | None, off: dict | None) -> tuple[str, str, str]:
     """(passed with learning on, still passing with learning off, verdict) for one notebook."""
     if on is None and off is None:
         return "not run", "not run", "not run for this version"
     if off is None:
-        on_passed = sum(on["checks"].values())
-        on_text = f"{on_passed}/{len(on['checks'])}" + ("" if on["passed"] else " (run failed)")
-        return on_text, "not run", "not proved: the learning-off run is missing"
+        return _as_written(on), "not run", "not proved: the learning-off run is missing"
     if on is None:
         return "not run", "-", "not proved: the as-written run is missing"
     if not off["recorded"]:
         return "-", "-", f"no record with learning off: {off['error']}"
     learning = off["checks"]
-    on_passed = [c for c, ok in on["checks"].items() if ok]
     still = [c for c, ok in learning.items() if ok]
-    on_text = f"{len(on_passed)}/{len(on['checks'])}" + ("" if on["passed"] else " (run failed)")
+    on_text = _as_written(on)
     off_text = f"{len(still)}/{len(learning)}" + (": " + "; ".join(still) if still else "")
     if not learning:
         verdict = "DEFECT: no learning checks"
