@@ -84,7 +84,7 @@ gpu-check:
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/gpu_check.py --presets $(GPU_PRESETS) $(NOTEBOOKS)
 
 doctor: $(STAMP)
-	$(PY) -m course_utils.doctor --load
+	$(PY) scripts/doctor.py --load
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/

@@ -13,7 +13,6 @@ markdown, JSON and CSV. What each number means, and the targets: docs/BENCHMARKS
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import multiprocessing
 import os
 import platform
@@ -41,9 +40,9 @@ def _quiet() -> None:
 
 def environment() -> dict:
     """The machine and the versions that decide the numbers."""
-    from course_utils.hardware import detect_hardware
+    from course_utils.hardware import detect_hardware, library_versions
 
-    versions = {p: importlib.metadata.version(p) for p in ("torch", "transformers", "trl", "peft", "datasets")}
+    versions = library_versions()
     machine = f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, {detect_hardware().name}"
     return {"machine": machine, "python": platform.python_version(), **versions}
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used, so the version list below works without it
+    import torch
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,15 @@ class Hardware:
     @property
     def load_dtype(self) -> torch.dtype:
         """The dtype to load weights in. T4 keeps float32 weights: fp16 *mixed* precision needs them."""
+        import torch
+
         return torch.bfloat16 if self.bf16 else torch.float32
 
 
 def detect_hardware() -> Hardware:
     """Look at the machine: CUDA with or without bfloat16, else the CPU."""
+    import torch
+
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         kind = "gpu" if torch.cuda.is_bf16_supported(including_emulation=False) else "t4"
@@ -44,18 +50,34 @@ def detect_hardware() -> Hardware:
     return Hardware(kind="cpu", device="cpu", name=f"CPU ({torch.get_num_threads()} threads)")
 
 
+#: The libraries whose versions decide a run's numbers: bug reports, benchmark records and ``make doctor``.
+KEY_LIBRARIES = ("torch", "transformers", "trl", "datasets", "peft", "accelerate")
+
+
+def library_versions(packages: tuple[str, ...] = KEY_LIBRARIES) -> dict[str, str | None]:
+    """``{package: installed version}``, ``None`` for one that is not installed.
+
+    >>> library_versions(("surely-not-a-package",))
+    {'surely-not-a-package': None}
+    """
+    import importlib.metadata
+
+    versions: dict[str, str | None] = {}
+    for package in packages:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
 def describe_environment(hardware: Hardware | None = None) -> str:
     """One line per fact a bug report needs: Python, key library versions, hardware and precision."""
-    import importlib.metadata
     import platform
 
     hardware = hardware or detect_hardware()
     lines = [f"python {platform.python_version()} on {platform.system()} {platform.machine()}"]
-    for package in ("torch", "transformers", "trl", "datasets", "peft", "accelerate"):
-        try:
-            lines.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            lines.append(f"{package} (not installed)")
+    lines += [f"{name} {version or '(not installed)'}" for name, version in library_versions().items()]
     precision = "bf16" if hardware.bf16 else "fp16 mixed" if hardware.fp16 else "fp32"
     lines.append(f"hardware: {hardware.kind} ({hardware.name}), training precision {precision}")
     return "\n".join(lines)

@@ -30,8 +30,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "scripts"))  # notebook_runner.py, when loaded from elsewhere
 
-from course_utils.runner import NotebookRun, course_notebooks, execute_notebook  # noqa: E402
+from notebook_runner import NotebookRun, course_notebooks, execute_notebook  # noqa: E402
 
 RECORD = REPO_ROOT / "benchmarks" / "results" / "proof.jsonl"
 DOC = REPO_ROOT / "docs" / "PROOF.md"

@@ -3,9 +3,12 @@
 import importlib.metadata
 
 import torch
+from repo_modules import load
 from safetensors.torch import save_file
 
-from course_utils import doctor, models
+from course_utils import models
+
+doctor = load("scripts/doctor.py")
 
 MIN_PYTHON_TEXT = ".".join(map(str, doctor.MIN_PYTHON))  # "3.11"
 

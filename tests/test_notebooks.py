@@ -6,8 +6,10 @@ notebook records what it measured on held-out prompts (``course_utils.results``)
 
 import nbformat
 import pytest
+from repo_modules import load
 
-from course_utils.runner import NOTEBOOK_DIR, course_notebooks, execute_notebook
+runner = load("scripts/notebook_runner.py")
+NOTEBOOK_DIR, course_notebooks, execute_notebook = runner.NOTEBOOK_DIR, runner.course_notebooks, runner.execute_notebook
 
 NOTEBOOKS = course_notebooks()
 

@@ -90,3 +90,19 @@ def test_batch_must_hold_whole_groups():
 def test_unknown_override_is_named():
     with pytest.raises(ValueError, match=r"Unknown preset field\(s\) \['num_generation'\]"):
         PRESETS["cpu"].with_overrides(num_generation=4)
+
+
+def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch):
+    import importlib.metadata
+
+    from course_utils import hardware
+
+    def version(name):  # peft missing, everything else at 1.0
+        if name == "peft":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return "1.0"
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    lines = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()
+    assert lines[1:7] == [f"{p} {'(not installed)' if p == 'peft' else '1.0'}" for p in hardware.KEY_LIBRARIES]
+    assert lines[-1] == "hardware: cpu (CPU (2 threads)), training precision fp32"

@@ -4,6 +4,7 @@ GGUF conversion is replaced by a writer of a tiny Llama (hidden size 8, one laye
 
 import pytest
 import torch
+from repo_modules import load
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
@@ -210,7 +211,7 @@ def test_the_rebuild_replaces_nothing_in_a_folder_without_the_marker(tmp_path, f
 
 
 def test_doctor_warns_about_a_damaged_cache_entry(fake_embedded):
-    from course_utils import doctor
+    doctor = load("scripts/doctor.py")
 
     target = prepare_embedded_model(verbose=False)
     assert doctor.check_model("embedded").status == "OK"

@@ -1,4 +1,7 @@
-"""Execute course notebooks headless with papermill (used by ``make course`` and the tests)."""
+"""Execute course notebooks headless with papermill (``make course``, ``make prove`` and the tests).
+
+Repository tooling, not part of the ``course_utils`` package learners import: it knows the repository's layout.
+"""
 
 from __future__ import annotations
 

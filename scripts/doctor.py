@@ -1,4 +1,4 @@
-"""Check a machine before a workshop: ``make doctor`` (or ``python -m course_utils.doctor``).
+"""Check a machine before a workshop: ``make doctor`` (or ``python scripts/doctor.py``).
 
 Each check prints OK, WARN or FAIL with what it saw, and a FAIL or WARN says what to do about it. The
 exit status is 1 when anything failed, so an instructor can run it on every machine of a room in a loop.
@@ -20,23 +20,18 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-#: Packages the lessons import, checked against the minimums in requirements.txt.
-CORE_PACKAGES = (
-    "torch",
-    "transformers",
-    "trl",
-    "datasets",
-    "peft",
-    "accelerate",
-    "gguf",
-    "safetensors",
-    "matplotlib",
-    "papermill",
-)
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # course_utils, also before `pip install -e .`
+
+from course_utils.hardware import KEY_LIBRARIES  # noqa: E402
+
+#: Packages the lessons import, checked against the minimums in requirements.txt: the libraries that decide
+#: the numbers (the ones bug reports list) and what loading, plotting and running the notebooks needs.
+CORE_PACKAGES = (*KEY_LIBRARIES, "gguf", "safetensors", "matplotlib", "papermill")
 MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 declare Requires-Python >= 3.11
 MIN_FREE_DISK_GB = 3.0  # model cache (0.6 GB), checkpoints of notebooks 04 and 05, headroom
 MIN_MEMORY_GB = 6.0  # full fine-tuning of the 135M model in float32 peaks near 3 GB of RSS on the CPU
-REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
 
 
 @dataclass(frozen=True)
