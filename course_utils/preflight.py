@@ -10,10 +10,12 @@ before the trainer is built, and raises :class:`PreflightError` listing every pr
   of real rows, must accept TRL's keyword arguments and return one number per completion; a warning names
   the rows whose ``answer`` the course's ``parse_number`` cannot read (such a row scores 0.0 forever);
 - the length budget: the longest prompt plus ``max_completion_length`` fits the model's context;
-- the batch arithmetic: groups of at least 2, and whole groups in every generation batch;
 - the precision: ``bf16``/``fp16`` only where the device supports it;
 - the tokenizer: a pad token, or an end-of-sequence token TRL can pad with;
 - experiment tracking: each ``report_to`` backend installed, and never a login prompt mid-run.
+
+The batch arithmetic is not among them: ``GRPOConfig`` already refuses a batch that does not add up.
+:func:`check_batch` explains that rule for settings not yet in a config (notebook 03).
 """
 
 from __future__ import annotations
@@ -504,13 +506,8 @@ def preflight(
 
     attempt(check_dataset, train_dataset, reward_funcs)
     dataset_ok = not problems
-    attempt(
-        check_batch,
-        args.num_generations,
-        args.per_device_train_batch_size,
-        args.steps_per_generation or args.gradient_accumulation_steps,
-        getattr(args, "world_size", 1),
-    )
+    # No batch check here: GRPOConfig refused a batch that does not add up before this could run (check_batch
+    # says the same for settings not yet in a config, as notebook 03 shows).
     attempt(check_precision, bool(args.bf16), bool(args.fp16), hardware)
     attempt(check_pad_token, tokenizer)
     attempt(check_tracking, args.report_to)

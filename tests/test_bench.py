@@ -20,12 +20,18 @@ CPU = Hardware(kind="cpu", device="cpu", name="CPU")
 
 
 def test_trl_defaults_change_only_sizes_and_precision(tmp_path):
+    """Against a GRPOConfig built with nothing set: the installed TRL's defaults, not numbers copied here."""
+    from trl import GRPOConfig
+
     preset = get_preset("cpu", CPU)
     config, lora, _ = recipes.recipe_config("trl-defaults", preset, str(tmp_path), 3, CPU)
     assert lora is None
-    assert (config.learning_rate, config.beta, config.activation_checkpointing) == (1e-6, 0.0, True)
-    assert (config.num_generations, config.per_device_train_batch_size) == (8, 16)
-    assert config.max_completion_length == preset.max_completion_length and not config.bf16
+    defaults = GRPOConfig(output_dir=str(tmp_path), use_cpu=True)
+    for name in ("learning_rate", "beta", "activation_checkpointing", "loss_type", "scale_rewards", "temperature"):
+        assert getattr(config, name) == getattr(defaults, name), name
+    for name in ("num_generations", "per_device_train_batch_size", "max_completion_length"):  # the preset's sizes
+        assert getattr(config, name) == getattr(preset, name), name
+    assert not config.bf16  # this CPU preset trains in float32
 
 
 def test_course_recipe_is_notebook_01s(tmp_path):
@@ -140,10 +146,9 @@ def test_private_method_timing_adds_up_and_fails_loudly_when_a_method_is_gone():
         step_cost.time_private_methods(object(), names=("_generate",))
 
 
-def test_the_command_line_is_unchanged():
+def test_the_command_line_parses_each_flag():
     args = bench.parse_args([])
-    assert (args.preset, args.steps, args.learn_minutes, args.eval_every) == ("auto", 4, 12.0, 2)
-    assert not (args.skip_learn or args.skip_levers or args.skip_probe)
+    assert args.preset == "auto" and not (args.skip_learn or args.skip_levers or args.skip_probe)
     flags = ["--skip-learn", "--skip-levers", "--skip-probe", "--steps", "1", "--out", "x", "--preset", "cpu"]
     args = bench.parse_args(flags)
     assert (args.skip_learn, args.skip_levers, args.skip_probe, args.steps, args.out) == (True, True, True, 1, "x")
@@ -175,6 +180,7 @@ def test_bf16_lever_only_where_the_hardware_has_native_bf16(monkeypatch):
     assert not any("bf16" in n for n in recipes.applicable_levers(gpu)), "GPU presets already train in bf16"
 
 
+@pytest.mark.slow  # loads the course model
 def test_generation_probe_prints_a_row_per_batch_and_precision(capsys):
     probe = load("benchmarks/generation_probe.py")
     assert probe.main(["--batches", "2", "--tokens", "2"]) == 0

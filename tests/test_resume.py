@@ -5,6 +5,7 @@ trainer resumes it with ``resume_from_checkpoint=True``, and the result is compa
 in one go: the same final step, a log with every step exactly once, and the same logged rewards and weights.
 """
 
+import pytest
 import torch
 from transformers import TrainerCallback, set_seed
 from trl import GRPOTrainer
@@ -15,6 +16,8 @@ from course_utils.models import load_model
 from course_utils.presets import get_preset
 from course_utils.recipes import SYSTEM_PROMPT, TARGET_CHARS, length_recipe_config
 from course_utils.rewards import make_length_reward
+
+pytestmark = pytest.mark.slow  # trains the real course model
 
 STEPS = 4
 CPU = Hardware(kind="cpu", device="cpu", name="CPU")
