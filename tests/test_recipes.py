@@ -48,3 +48,26 @@ def test_a_change_in_the_notebook_alone_is_reported():
     drifted = {**notebook, "learning_rate": 1e-4, "temperature": 0.7}
     assert differences(config, drifted) == {"learning_rate": (5e-5, 1e-4), "temperature": (1.0, 0.7)}
     assert differences(config, drifted, ignore={"learning_rate", "temperature"}) == {}
+
+
+def _parameters_cell(notebook) -> dict:
+    import ast
+    import json
+
+    cell = next(c for c in json.loads(notebook.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+
+
+LENGTH_TASK_NOTEBOOKS = ["03_hyperparameters_and_metrics", "05_lora_merge_and_inference", "06_grpo_from_scratch",
+                         "07_reward_hacking_and_debugging"]  # fmt: skip
+
+
+@pytest.mark.parametrize("stem", LENGTH_TASK_NOTEBOOKS)
+def test_length_task_notebooks_ask_notebook_01s_question(stem):
+    """Each keeps its system prompt and target literal for the learner; they must not drift from 01's task."""
+    from notebook01 import REPO_ROOT
+
+    params = _parameters_cell(REPO_ROOT / "notebooks" / f"{stem}.ipynb")
+    assert params["system_prompt"] == recipes.SYSTEM_PROMPT, f"{stem}: system_prompt differs from notebook 01's"
+    assert params["target_chars"] == recipes.TARGET_CHARS, f"{stem}: target_chars differs from notebook 01's"
