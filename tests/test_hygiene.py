@@ -187,3 +187,14 @@ def test_no_remote_code_and_no_pickled_weights():
     for path, text in sources.items():
         assert not re.search(r"trust_remote_code\s*=\s*True", text), f"{path.name} enables trust_remote_code"
         assert not re.search(r"safe_serialization\s*=\s*False", text), f"{path.name} saves pickled weights"
+
+
+CHECKS_TITLE = re.compile(r"^## \d+ · Did it learn\? The checks this notebook stands on$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_one_checks_section_with_the_course_title(path):
+    """A learner finds the proof under the same heading in every notebook."""
+    cells = nbformat.read(path, as_version=4).cells
+    found = [m.group(0) for c in cells if c.cell_type == "markdown" for m in CHECKS_TITLE.finditer(c.source)]
+    assert len(found) == 1, f"{path.name}: expected one '## N · Did it learn? The checks this notebook stands on'"
