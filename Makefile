@@ -93,7 +93,7 @@ lab: $(STAMP)
 
 # make ui-test: notebook 01 (UI_TEST_NOTEBOOK=... for another) opened in JupyterLab in headless Chromium and run
 # from the Run menu with COURSE_PRESET=cpu-ci; checks the live reward plot and the final checks rendered
-# (tests/test_jupyterlab_ui.py). Not part of make test: it trains for minutes. Skipped without the browser.
+# (tests/test_jupyterlab_ui.py; -rA prints the screenshot paths). Not part of make test: it trains for minutes.
 # make ui-setup installs Debian's chromium and chromium-driver where apt-get can (root, or sudo without a
 # password); elsewhere it says why in one line and succeeds. selenium comes with requirements-dev.txt.
 ui-setup: $(STAMP)
@@ -111,7 +111,7 @@ ui-setup: $(STAMP)
 	@$(PY) -c "import selenium; print('selenium', selenium.__version__)"
 
 ui-test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m ui tests/test_jupyterlab_ui.py $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m ui -rA tests/test_jupyterlab_ui.py $(PYTEST_ARGS)
 
 # Pin exactly what .venv has (run it after `make test` passed): make setup installs with these versions.
 constraints: $(STAMP)

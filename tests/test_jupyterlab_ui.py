@@ -111,7 +111,9 @@ class Lab:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
 
-    def wait_until_up(self, timeout: float = 120) -> None:
+    def wait_until_up(self, timeout: float = 300) -> None:
+        """Generous: on a busy machine (and under ``nice``) JupyterLab can take minutes to start."""
+
         def up() -> bool:
             if self.process.poll() is not None:
                 raise RuntimeError(f"JupyterLab exited ({self.process.returncode}):\n{self.log_tail()}")
@@ -120,7 +122,10 @@ class Lab:
             except OSError:
                 return False
 
-        _wait_for(up, timeout, "JupyterLab answering on /api/status")
+        try:
+            _wait_for(up, timeout, "JupyterLab answering on /api/status")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; its log so far:\n{self.log_tail()}") from None
 
     def stop(self) -> None:
         """Shut down the kernels and the server (POST /api/shutdown), then make sure the process is gone."""
