@@ -323,3 +323,29 @@ def test_one_grpo_step_runs_the_calculator_and_logs_tool_metrics(tmp_path):
     assert logged["completions/mean_length"] == sum(by_row) / 4
     lengths = [len(ids) for ids in completion_ids]  # completion_ids hold the tool's reply too
     assert lengths[0] > by_row[0] and lengths[1] > by_row[1] and lengths[2:] == by_row[2:]
+
+
+def test_sft_on_tool_call_examples_trains_on_the_call_only(tmp_path):
+    """The warm start's loss covers the assistant's call and its end of turn, not the prompt or the tool's schema."""
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = use_tool_chat_template(byte_tokenizer())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    rows = calculator_problems(n_train=2, n_test=0)["train"]
+    args = SFTConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, max_length=2048, logging_steps=1,
+        save_strategy="no", report_to="none", bf16=False, use_cpu=True, seed=0,
+    )  # fmt: skip
+    trainer = SFTTrainer(model=LlamaForCausalLM(config), args=args, train_dataset=tool_call_examples(rows, n=2),
+                         processing_class=tokenizer)  # fmt: skip
+    example = trainer.train_dataset[0]
+    trained = [label for label in example["labels"] if label != -100]  # -100: left out of the loss
+    assert tokenizer.decode(trained) == call_text(rows[0]["expression"]) + "<|im_end|>\n"
+    assert '"name": "calculator"' in tokenizer.decode(example["input_ids"])  # the schema is in the prompt
+    trainer.train()
+    assert trainer.state.log_history[0]["loss"] > 0
