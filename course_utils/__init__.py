@@ -13,6 +13,7 @@
 * :mod:`course_utils.preflight`: check a run's dataset, rewards, lengths, batch and precision before training.
 * :mod:`course_utils.warm_start`: a short supervised warm start that teaches the answer format.
 * :mod:`course_utils.objectives`: notebook 06's GRPO loss and its family (Dr. GRPO, DAPO, GSPO, CISPO, SAPO).
+* :mod:`course_utils.tools`: tool use (notebook 10): a calculator tool, the ChatML tool template, data and rewards.
 
 Repository tooling (running the notebooks headless, ``make doctor``) lives in ``scripts/``, not here: this
 package is what a notebook imports, on any machine, without the repository's layout.

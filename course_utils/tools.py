@@ -1,0 +1,295 @@
+"""Tool use with GRPO (notebook 10): a calculator tool, a chat template that can render it, data and rewards.
+
+TRL's ``GRPOTrainer(tools=[calculator])`` runs the tool loop itself: it shows the tool's schema (read from the
+function's type hints and docstring) in the prompt, parses each completion for
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, runs the call, appends the result as a ``tool``
+message (its tokens are masked out of the loss) and lets the model continue, at most
+``GRPOConfig(max_tool_calling_iterations=...)`` times. It logs ``tools/call_frequency`` and
+``tools/failure_frequency``.
+
+The course model's own chat template cannot render tools, so :func:`use_tool_chat_template` swaps in TRL's
+Qwen2.5 template, which uses the same ChatML markers (``<|im_start|>``, ``<|im_end|>``). That template is used
+verbatim, because TRL recognises templates by exact text (to attach the parser of tool calls); it names
+another model as the default system prompt, so every prompt here starts with the course's own system message
+(:data:`TOOL_SYSTEM_PROMPT`).
+
+The rewards take TRL's arguments: a completion is the list of messages of one rollout, e.g. the assistant's
+call, the tool's reply and the assistant's final answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from datasets import Dataset, DatasetDict
+from transformers import PreTrainedTokenizerBase
+
+from course_utils.rewards import parse_number
+
+#: The system prompt for the tool runs: the tool's schema is appended to it by the chat template.
+TOOL_SYSTEM_PROMPT = (
+    "You are a careful math assistant. Do not compute in your head: call the calculator tool with the "
+    "expression. When the calculator replies, answer with only the final number."
+)
+#: The same task without the tool (the baseline run): the model must compute the answer itself.
+NO_TOOL_SYSTEM_PROMPT = "You are a careful math assistant. Answer with only the final number."
+#: The ChatML markers the course model's tokenizer and TRL's Qwen2.5 template share.
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>")
+#: Kinds of question :func:`calculator_problems` writes: two-digit addition, two-digit times one-digit.
+PROBLEM_KINDS = ("add2", "mul21")
+#: The longest expression the calculator accepts, in characters.
+MAX_EXPRESSION_CHARS = 100
+
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_SIGNS = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression with +, -, * and / on numbers, and return the result.
+
+    Args:
+        expression: The expression to evaluate, for example "47 + 38" or "23 * 7".
+    """
+    if isinstance(expression, bool) or not isinstance(expression, str | int | float):
+        raise TypeError(f"expression must be a string such as '47 + 38', got {type(expression).__name__}")
+    text = str(expression).strip()
+    if not text:
+        raise ValueError("expression is empty; pass one such as '47 + 38'")
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"expression is longer than {MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(text.replace("×", "*").replace("÷", "/"), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"cannot read {text!r}: use numbers and + - * / ( ), such as '47 + 38'") from None
+    value = _evaluate(tree.body, text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} overflows: the result is not a finite number")
+    return _format_number(value)
+
+
+def _evaluate(node: ast.AST, text: str) -> float:
+    """The value of a parsed expression; anything but numbers, + - * /, signs and brackets is refused."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left, text), _evaluate(node.right, text)
+        if isinstance(node.op, ast.Div) and right == 0:
+            raise ValueError(f"division by zero in {text!r}")
+        return _OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _SIGNS:
+        return _SIGNS[type(node.op)](_evaluate(node.operand, text))
+    raise ValueError(f"cannot evaluate {text!r}: only numbers and + - * / ( ) are allowed")
+
+
+def _format_number(value: float) -> str:
+    """``19`` for 19 and 19.0, ``2.5`` for 2.5; at most 10 significant digits for other fractions."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.10g}"
+
+
+def use_tool_chat_template(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """Give ``tokenizer`` TRL's Qwen2.5 chat template and its parser of tool calls; return the same tokenizer.
+
+    The course model's template renders only role and content, so tools and tool calls would vanish from
+    the prompt (TRL's ``supports_tool_calling`` is False and ``GRPOTrainer(tools=...)`` refuses it). The
+    Qwen2.5 template wraps turns in the same ``<|im_start|>``/``<|im_end|>`` markers, which must already be
+    single tokens of ``tokenizer`` (nothing is added to the vocabulary), and ``<|im_end|>`` must be its
+    end-of-sequence token, so that generation stops at the end of each turn.
+
+    Start every conversation with a system message (:data:`TOOL_SYSTEM_PROMPT`): without one the template
+    writes a default system prompt that names another model.
+
+    Raises:
+        ValueError: the tokenizer lacks the ChatML markers, or ends sequences with another token.
+    """
+    from trl.chat_template_utils import add_response_schema, qwen2_5_chat_template, supports_tool_calling
+
+    for marker in CHATML_MARKERS:
+        ids = tokenizer.convert_tokens_to_ids(marker)
+        if ids is None or ids == tokenizer.unk_token_id or tokenizer.encode(marker, add_special_tokens=False) != [ids]:
+            raise ValueError(
+                f"The tokenizer has no single token {marker!r}, so the ChatML tool template would spell it out as "
+                "text. Use a model whose chat format is ChatML (SmolLM2, Qwen2.5) or write a template for its own."
+            )
+    if tokenizer.eos_token != CHATML_MARKERS[1]:
+        raise ValueError(
+            f"The tokenizer ends sequences with {tokenizer.eos_token!r}, not {CHATML_MARKERS[1]!r}: generation would "
+            "not stop at the end of a turn. Set tokenizer.eos_token = '<|im_end|>' if the model was trained on ChatML."
+        )
+    tokenizer.chat_template = qwen2_5_chat_template
+    tokenizer.response_template = None  # add_response_schema sets the one that matches the new template
+    add_response_schema(tokenizer)
+    if not supports_tool_calling(tokenizer):  # a check that TRL still renders the whole exchange with it
+        raise RuntimeError("TRL's Qwen2.5 template no longer renders tool calls; re-read trl.chat_template_utils.")
+    return tokenizer
+
+
+def _question(kind: str, rng: random.Random) -> tuple[str, str, int]:
+    """One question, the expression to give the calculator, and the integer answer."""
+    if kind == "add2":
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        return f"What is {a} + {b}?", f"{a} + {b}", a + b
+    if kind == "mul21":
+        a, b = rng.randint(10, 99), rng.randint(2, 9)
+        return f"What is {a} * {b}?", f"{a} * {b}", a * b
+    raise ValueError(f"Unknown kind {kind!r}; choose from {PROBLEM_KINDS}.")
+
+
+def calculator_problems(
+    n_train: int = 200,
+    n_test: int = 40,
+    seed: int = 0,
+    kinds: Sequence[str] = PROBLEM_KINDS,
+    system_prompt: str | None = TOOL_SYSTEM_PROMPT,
+) -> DatasetDict:
+    """Seeded arithmetic questions a 135M model cannot reliably answer alone, with a ``prompt`` for GRPO.
+
+    Kinds alternate row by row (``add2``: two-digit addition; ``mul21``: two-digit times one-digit). Columns:
+    ``prompt`` (system and user messages), ``question``, ``expression`` (what a good calculator call passes),
+    ``answer`` (the integer, as a string) and ``kind``. No test question appears in the training split.
+    Pass ``system_prompt=NO_TOOL_SYSTEM_PROMPT`` for the baseline run without the tool.
+    """
+    for kind in kinds:
+        if kind not in PROBLEM_KINDS:
+            raise ValueError(f"Unknown kind {kind!r}; choose from {PROBLEM_KINDS}.")
+    if not kinds:
+        raise ValueError(f"kinds is empty; choose from {PROBLEM_KINDS}.")
+    rng = random.Random(f"calculator-{seed}")
+    seen: dict[str, dict[str, Any]] = {}
+    attempts = 0
+    while len(seen) < n_train + n_test:
+        attempts += 1
+        if attempts > 50 * (n_train + n_test):
+            raise ValueError(f"Only {len(seen)} distinct questions; ask for fewer than {n_train + n_test}.")
+        kind = kinds[len(seen) % len(kinds)]
+        question, expression, answer = _question(kind, rng)
+        if question not in seen:
+            seen[question] = {"question": question, "expression": expression, "answer": str(answer), "kind": kind}
+    rows = list(seen.values())
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for row in rows:
+        row["prompt"] = [*system, {"role": "user", "content": row["question"]}]
+    test, train = rows[:n_test], rows[n_test:]
+    return DatasetDict({"train": Dataset.from_list(train), "test": Dataset.from_list(test)})
+
+
+def tool_call_examples(rows: Dataset, n: int, tools: Sequence[Any] = (calculator,)) -> Dataset:
+    """``n`` supervised examples of the tool-call *format* only, for ``SFTTrainer`` (prompt-completion).
+
+    Each completion is the assistant's first turn: a well-formed call with the row's ``expression``, and
+    nothing after it. The tool's reply and the final answer are never shown, so this warm start teaches
+    how to call, not how to use the result (GRPO has to learn that). ``tools`` travels as JSON schemas in
+    a ``tools`` column, which ``SFTTrainer`` renders into each prompt as ``GRPOTrainer`` does.
+    """
+    from transformers.utils import get_json_schema
+
+    if not 1 <= n <= len(rows):
+        raise ValueError(f"n must be between 1 and the {len(rows)} rows, got {n}.")
+    schemas = json.dumps([get_json_schema(tool) if callable(tool) else tool for tool in tools])
+    examples = []
+    for row in rows.select(range(n)):
+        call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": row["expression"]}}}
+        examples.append(
+            {
+                "prompt": row["prompt"],
+                "completion": [{"role": "assistant", "content": "", "tool_calls": [call]}],
+                "tools": schemas,
+            }
+        )
+    return Dataset.from_list(examples)
+
+
+# Rewards -----------------------------------------------------------------------------------------------------
+# A rollout is a list of messages: {"role": "assistant", "content": ..., "tool_calls": [...]} when the model
+# called a tool (TRL parsed the call), {"role": "tool", ...} for each reply, and a last assistant message. A call
+# TRL could not parse stays as text, "<tool_call>" included, in the assistant's content.
+
+_CALL_OPEN = "<tool_call>"
+
+
+def _messages(completion: Any) -> list[dict[str, Any]]:
+    if isinstance(completion, str):
+        return [{"role": "assistant", "content": completion}]
+    return [m for m in completion if isinstance(m, dict)]
+
+
+def _calls(completion: Any) -> list[dict[str, Any]]:
+    """The tool calls TRL parsed in a rollout, as ``{"name": ..., "arguments": ...}``."""
+    calls = []
+    for message in _messages(completion):
+        if message.get("role") == "assistant":
+            for call in message.get("tool_calls") or []:
+                calls.append(call.get("function", call) if isinstance(call, dict) else {})
+    return calls
+
+
+def _unparsed_calls(completion: Any) -> int:
+    """How many ``<tool_call>`` openings were left as text (TRL could not parse them, so nothing ran)."""
+    return sum(
+        str(m.get("content") or "").count(_CALL_OPEN) for m in _messages(completion) if m.get("role") == "assistant"
+    )
+
+
+def call_fails(call: dict[str, Any]) -> bool:
+    """Whether running this parsed call fails as it failed in TRL's loop: unknown tool, wrong arguments, bad input."""
+    if call.get("name") != "calculator" or not isinstance(call.get("arguments"), dict):
+        return True
+    try:
+        calculator(**call["arguments"])
+    except Exception:  # TRL catches every exception a tool raises and returns {"error": ...} to the model
+        return True
+    return False
+
+
+def final_answer(completion: Any) -> float | None:
+    """The number the rollout ends on: its last message, from the assistant, holding exactly one number."""
+    messages = _messages(completion)
+    if not messages or messages[-1].get("role") != "assistant" or messages[-1].get("tool_calls"):
+        return None
+    return parse_number(str(messages[-1].get("content") or ""))
+
+
+def answer_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs: Any) -> list[float]:
+    """1.0 when the rollout's last message is the single number in the ``answer`` column, else 0.0.
+
+    "The answer is 57." gets 0.0 (the system prompt asks for only the number), and so does a rollout that
+    ends on a tool call or a tool's reply. Whether the tool was used does not matter here.
+    """
+    if len(answer) != len(completions):
+        raise ValueError(f"answer_reward got {len(completions)} completions but {len(answer)} answers.")
+    rewards = []
+    for completion, truth in zip(completions, answer, strict=True):
+        got, expected = final_answer(completion), parse_number(str(truth))
+        rewards.append(1.0 if got is not None and expected is not None and abs(got - expected) < 1e-6 else 0.0)
+    return rewards
+
+
+def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """The share of the rollout's tool-call attempts that TRL parsed into a call; 0.0 when it tried none.
+
+    Two parsed calls and one ``<tool_call>`` left as text give 2 / 3.
+    """
+    rewards = []
+    for completion in completions:
+        parsed, unparsed = len(_calls(completion)), _unparsed_calls(completion)
+        rewards.append(parsed / (parsed + unparsed) if parsed + unparsed else 0.0)
+    return rewards
+
+
+def failed_call_penalty(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """Minus the share of the rollout's parsed calls that failed when run (see :func:`call_fails`); 0.0 with none.
+
+    A failed call costs the model a turn and shows it an error: one failure in two calls gives -0.5.
+    """
+    rewards = []
+    for completion in completions:
+        calls = _calls(completion)
+        rewards.append(-sum(call_fails(c) for c in calls) / len(calls) if calls else 0.0)
+    return rewards
