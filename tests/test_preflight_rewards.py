@@ -424,7 +424,7 @@ def test_notebook_04_adaptive_weight_passes_and_keeps_its_state():
     data = to_conversational(arithmetic_problems("add1", 4, 2), system_prompt="Use tags.")["train"]
     adaptive = notebook_definitions("04_multi_stage_training")["AdaptiveWeight"](strict_format_reward, floor=0.25)
     check_reward_call(adaptive, data)
-    assert adaptive.weight == 1.0 and adaptive.success_rate is None and adaptive.history == []
+    assert adaptive.weight == 1.0 and adaptive.success_rate is None  # preflight scored a copy
 
 
 def test_notebook_08_label_reward_passes_with_every_column_of_a_row():
