@@ -240,6 +240,15 @@ def test_rewards_are_named_and_picklable():
 # One GRPO step through TRL's tool loop ------------------------------------------------------------------------
 
 
+def tiny_config(tokenizer) -> LlamaConfig:
+    """A one-layer Llama over the byte tokenizer: fast, and long enough for a tool-call rollout."""
+    return LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+    )  # fmt: skip
+
+
 class ScriptedLlama(LlamaForCausalLM):
     """A tiny Llama whose ``generate`` follows a script; its forward pass (what GRPO scores and trains) is real.
 
@@ -273,11 +282,7 @@ class ScriptedLlama(LlamaForCausalLM):
 
 def test_one_grpo_step_runs_the_calculator_and_logs_tool_metrics(tmp_path):
     tokenizer = use_tool_chat_template(byte_tokenizer())
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
-    )  # fmt: skip
+    config = tiny_config(tokenizer)
     torch.manual_seed(0)
     model = ScriptedLlama(config)
     model.script_tokenizer, model.replies = tokenizer, []
@@ -330,11 +335,7 @@ def test_sft_on_tool_call_examples_trains_on_the_call_only(tmp_path):
     from trl import SFTConfig, SFTTrainer
 
     tokenizer = use_tool_chat_template(byte_tokenizer())
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
-    )  # fmt: skip
+    config = tiny_config(tokenizer)
     torch.manual_seed(0)
     rows = calculator_problems(n_train=2, n_test=0)["train"]
     args = SFTConfig(
