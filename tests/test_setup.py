@@ -191,8 +191,10 @@ def test_make_upgrade_check_installs_the_newest_versions_unconstrained_then_runs
     log = tmp_path / "calls.log"
     env = {**os.environ, "UPGRADE_LOG": str(log), "TMPDIR": str(tmp_path / "tmp")}
     result = subprocess.run(
-        ["make", "-s", "upgrade-check", f"PYTHON={fake}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True
-    )
+        # PYTEST_ARGS and TORCH_PIP_ARGS emptied: CI may set them (ci.yml passes PYTEST_ARGS to make test)
+        ["make", "-s", "upgrade-check", f"PYTHON={fake}", "PYTEST_ARGS=", "TORCH_PIP_ARGS="],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
     pip = "-m pip --disable-pip-version-check install -q -U"
