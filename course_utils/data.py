@@ -21,11 +21,13 @@ import json
 import random
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from datasets import Dataset, DatasetDict
+
+T = TypeVar("T")
 
 LENGTH_TOPICS = (
     "the ocean", "a volcano", "coffee", "the moon", "bicycles", "rain", "a library", "chess",
@@ -109,6 +111,27 @@ def _problem(level: str, rng: random.Random) -> tuple[str, int, str]:
     raise ValueError(f"Unknown arithmetic level {level!r}; choose one of {ARITHMETIC_LEVELS}.")
 
 
+def distinct_draws(draw: Callable[[int], tuple[str, T]], n: int, what: str) -> list[tuple[str, T]]:
+    """``n`` draws with distinct keys, in the order first drawn; a repeated key keeps its first value.
+
+    ``draw(k)`` returns ``(key, value)``; ``k`` is how many distinct keys were drawn so far (to alternate
+    kinds row by row). After 50 × ``n`` draws without ``n`` distinct keys, a ``ValueError`` says how many exist.
+
+    >>> words = iter("abacb")
+    >>> distinct_draws(lambda k: (next(words), k), 3, "Words")
+    [('a', 0), ('b', 1), ('c', 2)]
+    """
+    seen: dict[str, T] = {}
+    for _ in range(50 * n):
+        if len(seen) >= n:
+            break
+        key, value = draw(len(seen))
+        seen.setdefault(key, value)
+    if len(seen) < n:
+        raise ValueError(f"{what} has only {len(seen)} distinct questions; ask for fewer than n_train + n_test = {n}.")
+    return list(seen.items())
+
+
 def arithmetic_problems(level: str = "add1", n_train: int = 200, n_test: int = 64, seed: int = 0) -> DatasetDict:
     """Arithmetic questions with exact integer answers, graded by ``level``.
 
@@ -120,18 +143,12 @@ def arithmetic_problems(level: str = "add1", n_train: int = 200, n_test: int = 6
     if level not in ARITHMETIC_LEVELS:
         raise ValueError(f"Unknown arithmetic level {level!r}; choose one of {ARITHMETIC_LEVELS}.")
     rng = random.Random(f"{seed}-{level}")
-    seen: dict[str, tuple[int, str]] = {}
-    attempts = 0
-    while len(seen) < n_train + n_test:
-        attempts += 1
-        if attempts > 50 * (n_train + n_test):
-            raise ValueError(
-                f"Level {level!r} has only {len(seen)} distinct questions; ask for fewer than "
-                f"n_train + n_test = {n_train + n_test}."
-            )
+
+    def draw(_: int) -> tuple[str, tuple[int, str]]:
         question, answer, reasoning = _problem(level, rng)
-        seen.setdefault(question, (answer, reasoning))
-    items = list(seen.items())
+        return question, (answer, reasoning)
+
+    items = distinct_draws(draw, n_train + n_test, f"Level {level!r}")
     test, train = items[:n_test], items[n_test:]
     as_rows = lambda pairs: [{"question": q, "answer": str(a), "reasoning": r} for q, (a, r) in pairs]  # noqa: E731
     return DatasetDict({"train": Dataset.from_list(as_rows(train)), "test": Dataset.from_list(as_rows(test))})

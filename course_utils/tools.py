@@ -30,6 +30,7 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 from transformers import PreTrainedTokenizerBase
 
+from course_utils.data import distinct_draws
 from course_utils.rewards import parse_number
 
 #: The system prompt for the tool runs: the tool's schema is appended to it by the chat template.
@@ -162,17 +163,13 @@ def calculator_problems(
     if not kinds:
         raise ValueError(f"kinds is empty; choose from {PROBLEM_KINDS}.")
     rng = random.Random(f"calculator-{seed}")
-    seen: dict[str, dict[str, Any]] = {}
-    attempts = 0
-    while len(seen) < n_train + n_test:
-        attempts += 1
-        if attempts > 50 * (n_train + n_test):
-            raise ValueError(f"Only {len(seen)} distinct questions; ask for fewer than {n_train + n_test}.")
-        kind = kinds[len(seen) % len(kinds)]
+
+    def draw(drawn: int) -> tuple[str, dict[str, Any]]:
+        kind = kinds[drawn % len(kinds)]  # kinds alternate row by row
         question, expression, answer = _question(kind, rng)
-        if question not in seen:
-            seen[question] = {"question": question, "expression": expression, "answer": str(answer), "kind": kind}
-    rows = list(seen.values())
+        return question, {"question": question, "expression": expression, "answer": str(answer), "kind": kind}
+
+    rows = [row for _, row in distinct_draws(draw, n_train + n_test, f"Kinds {list(kinds)}")]
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     for row in rows:
         row["prompt"] = [*system, {"role": "user", "content": row["question"]}]
