@@ -20,7 +20,7 @@ LAB_ARGS ?=
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
-	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline"
+	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline, on TEST_WORKERS=2 workers"
 	@echo "make unit     the unit tests alone (no notebooks)"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make ui-setup install Debian's chromium and chromium-driver for make ui-test (apt-get, as root or with sudo)"
@@ -51,8 +51,12 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml s
 course: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_course.py $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
 
+# make test runs TEST_WORKERS pytest workers (pytest-xdist), each with its share of the cores (tests/conftest.py):
+# two 1-thread notebook runs side by side do more per minute than one 2-thread run (docs/BENCHMARKS.md).
+# TEST_WORKERS=1 runs everything in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal) $(PYTEST_ARGS)
 
 # The fast suite: logic on stub models. Leaves out the notebooks and the tests that load the real model (slow).
 unit: $(STAMP)

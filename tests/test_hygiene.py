@@ -3,6 +3,8 @@ GRPOConfig keywords that exist in the installed TRL, and ruff."""
 
 import ast
 import dataclasses
+import json
+import os
 import re
 import shlex
 import shutil
@@ -211,3 +213,54 @@ def test_one_checks_section_with_the_course_title(path):
     cells = nbformat.read(path, as_version=4).cells
     found = [m.group(0) for c in cells if c.cell_type == "markdown" for m in CHECKS_TITLE.finditer(c.source)]
     assert len(found) == 1, f"{path.name}: expected one '## N · Did it learn? The checks this notebook stands on'"
+
+
+def test_each_test_worker_gets_its_share_of_the_cores_and_a_set_value_is_kept():
+    from conftest import split_threads_between_workers
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    two_workers = {"PYTEST_XDIST_WORKER_COUNT": "2"}
+    split_threads_between_workers(two_workers)
+    assert two_workers["OMP_NUM_THREADS"] == str(max(1, cores // 2))  # 2 cores: 1 thread each
+    chosen = {"PYTEST_XDIST_WORKER_COUNT": "2", "OMP_NUM_THREADS": "3"}
+    split_threads_between_workers(chosen)
+    assert chosen["OMP_NUM_THREADS"] == "3"
+    one_process = {}
+    split_threads_between_workers(one_process)
+    assert one_process == {}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_runs_two_workers_by_default_and_one_process_on_request():
+    assert _make_pytest_args("test")[:4] == ["-n", "2", "--dist", "worksteal"]
+    dry = subprocess.run(["make", "-n", "test", "STAMP=", "PYTEST_ARGS=", "TEST_WORKERS=1"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert " -n " not in dry and "--dist" not in dry
+
+
+def test_notebooks_are_scheduled_last_and_longest_recorded_first(tmp_path):
+    import conftest
+
+    record = tmp_path / "runtimes.json"
+    record.write_text(json.dumps({"measurements": [
+        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 2.0},
+        {"notebook": "02_b", "preset": "cpu-ci", "minutes": 9.0},
+        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 3.0},  # the longest record counts: 3.0
+        {"notebook": "01_a", "preset": "cpu", "minutes": 50.0},  # another preset does not
+    ]}))
+    assert conftest.ci_minutes(record) == {"01_a": 3.0, "02_b": 9.0}
+    assert conftest.ci_minutes(tmp_path / "missing.json") == {}
+
+    class Item:
+        def __init__(self, name, notebook):
+            self.name, self.notebook = name, notebook
+            self.callspec = type("Callspec", (), {"id": name})() if notebook else None
+
+        def get_closest_marker(self, mark):
+            return self.notebook if mark == "notebook" else None
+
+    items = [Item("01_a", True), Item("unit", False), Item("02_b", True), Item("03_new", True)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conftest, "RUNTIMES", record)
+        order = [item.name for item in conftest.longest_notebooks_last(items)]
+    assert order == ["unit", "03_new", "02_b", "01_a"]  # no record counts as longest
