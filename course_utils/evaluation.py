@@ -206,6 +206,24 @@ def proportion_ci(successes: int, n: int, z: float = 1.96) -> Estimate:
     return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
 
 
+def says_something_about(text: str, topic: str) -> bool:
+    """Whether ``text`` uses a word about ``topic`` from :data:`course_utils.data.TOPIC_WORDS`.
+
+    The list never holds the topic's own name, so an answer that only repeats the topic does not count: a
+    measure of "answered the question" that a reward checking for the topic's name cannot game.
+
+    >>> says_something_about("They make honey in a hive.", "bees"), says_something_about("Bees are bees.", "bees")
+    (True, False)
+    """
+    from course_utils.data import TOPIC_WORDS
+
+    if topic not in TOPIC_WORDS:
+        raise KeyError(f"no word list for topic {topic!r}: add one to course_utils.data.TOPIC_WORDS")
+    tokens = re.findall(r"[a-z]+", text.lower())
+    return any(t.startswith(stem) if len(stem) > 3 else t in (stem, stem + "s")
+               for stem in TOPIC_WORDS[topic] for t in tokens)
+
+
 def last_number(text: str) -> float | None:
     """The last number anywhere in ``text`` (``"4 + 7 = 11."`` gives 11.0), or None: the lenient reading."""
     found = _ANY_NUMBER.findall(text.replace(",", ""))

@@ -274,3 +274,25 @@ def test_course_model_completions_end_on_its_end_token(course_model):
     assert cut_finished == [False, False]
     assert full_finished == [True, True], full
     assert all(len(c) >= len(k) for c, k in zip(full, cut, strict=True))
+
+
+def test_every_length_topic_has_a_word_list_that_never_names_the_topic():
+    from course_utils.data import LENGTH_TOPICS, TOPIC_WORDS
+    from course_utils.evaluation import says_something_about
+
+    assert set(TOPIC_WORDS) == set(LENGTH_TOPICS)
+    for topic in LENGTH_TOPICS:
+        assert len(TOPIC_WORDS[topic]) >= 8, topic
+        # naming the topic, in any of its words, is not an answer about it: the reward of notebook 07 pays for that
+        assert not says_something_about(f"{topic} {topic.title()} {topic.upper()}.", topic), topic
+
+
+def test_says_something_about_reads_stems_and_short_words_whole():
+    from course_utils.evaluation import says_something_about
+
+    assert says_something_about("Pollination needs them.", "bees")  # stem "pollin" (6 letters) starts the word
+    assert says_something_about("The seas are deep.", "the ocean")  # "sea" (3 letters): whole word or plural
+    assert not says_something_about("Every season is nice.", "the ocean")  # "season" starts with "sea": no
+    assert not says_something_about("I am ready with a short answer in one sentence.", "bees")  # notebook 07's hack
+    with pytest.raises(KeyError, match="TOPIC_WORDS"):
+        says_something_about("anything", "a topic nobody listed")
