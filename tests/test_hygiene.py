@@ -192,6 +192,10 @@ def test_the_browser_test_runs_in_make_ui_test_and_is_skipped_by_make_test_and_m
     assert ui_requested(markexpr("ui-test")) and "tests/test_jupyterlab_ui.py" in _make_pytest_args("ui-test")
     assert not ui_requested(markexpr("test")) and not ui_requested(markexpr("unit"))
     assert ui_requested("ui or slow") and not ui_requested("build") and not ui_requested("")
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert re.search(r"command -v chromium .*command -v chromedriver.*\n\s*make ui-test$", ci, re.M), (
+        "CI runs make ui-test where the browser is installed"
+    )
 
 
 def test_no_remote_code_and_no_pickled_weights():
