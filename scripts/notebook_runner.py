@@ -52,7 +52,7 @@ def execute_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | Non
 
     parameters = dict(parameters or {})
     out_dir.mkdir(parents=True, exist_ok=True)
-    results_dir = out_dir / "results"
+    results_dir = (out_dir / "results").resolve()  # the kernel runs in the notebook's folder, not ours
     output = out_dir / path.name
     env_before = {k: os.environ.get(k) for k in (RESULTS_ENV, "PATH")}
     os.environ[RESULTS_ENV] = str(results_dir)

@@ -1,6 +1,7 @@
 """make prove / make seeds (scripts/prove.py): verdicts, content hashes, and docs/PROOF.md kept in sync."""
 
 import json
+import os
 from pathlib import Path
 
 from repo_modules import load
@@ -96,3 +97,25 @@ def test_the_make_targets_command_lines_parse(tmp_path):
     assert (args.notebooks, args.seeds, args.preset) == ([Path(nb)], [101, 202], "cpu-ci")
     assert prove.parse(["seeds", "--seeds", "7"]).notebooks == []
     assert prove.parse(["prove", "--preset", "cpu", nb]).notebooks == [Path(nb)]
+
+
+def test_a_relative_run_folder_still_finds_the_notebooks_record(tmp_path, monkeypatch):
+    """`make prove --out runs/x`: the kernel runs in notebooks/, so a relative results folder must be resolved
+    before it starts (it once landed in notebooks/runs/x and every run read "no results recorded")."""
+    import papermill
+
+    runner = load("scripts/notebook_runner.py")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    path = _notebook(notebooks)
+
+    def kernel(_input, _output, parameters, cwd, **_kwargs):  # what record_results does, from the kernel's folder
+        results = Path(cwd) / os.environ[runner.RESULTS_ENV]
+        results.mkdir(parents=True)
+        (results / "01_demo.json").write_text(json.dumps({"passed": True, "checks": {"learned": True}}))
+
+    monkeypatch.setattr(papermill, "execute_notebook", kernel)
+    monkeypatch.chdir(tmp_path)
+    run = runner.execute_notebook(path, Path("runs/x"), {"seed": 1})
+    assert run.record == {"passed": True, "checks": {"learned": True}}, run.status
+    assert (tmp_path / "runs/x/results/01_demo.json").is_file()
