@@ -100,8 +100,8 @@ def test_the_make_targets_command_lines_parse(tmp_path):
 
 
 def test_a_relative_run_folder_still_finds_the_notebooks_record(tmp_path, monkeypatch):
-    """`make prove --out runs/x`: the kernel runs in notebooks/, so a relative results folder must be resolved
-    before it starts (it once landed in notebooks/runs/x and every run read "no results recorded")."""
+    """`scripts/prove.py prove NB --out runs/x`: the kernel runs in notebooks/, so a relative results folder must
+    be resolved before it starts (it once landed in notebooks/runs/x and every run read "no results recorded")."""
     import papermill
 
     runner = load("scripts/notebook_runner.py")
