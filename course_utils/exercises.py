@@ -211,3 +211,44 @@ def check_soft_label_reward(soft_label_reward: Callable[..., list[float]]) -> Ex
             )
             return ExerciseResult(name, False, f"{text!r} with label {label!r} scored {got}, expected {want}.{hint}")
     return ExerciseResult(name, True, f"all {len(cases)} cases score as expected (exact 1.0, inside a sentence 0.5).")
+
+
+# --------------------------------------------------------------------------------------------- notebook 11
+def check_sequence_ratio(sequence_ratio: Callable[..., torch.Tensor]) -> ExerciseResult:
+    """Notebook 11, exercise 4: ``sequence_ratio(logps, old_logps, mask)`` is GSPO's ratio, one per completion:
+    ``exp(mean over the completion's own tokens of (logps - old_logps))``, shape (completions, 1)."""
+    from course_utils.objectives import importance_ratio
+
+    name = "Notebook 11, exercise 4 (sequence_ratio)"
+    old = torch.log(torch.tensor([[0.5, 0.2, 0.4, 0.1], [0.3, 0.6, 0.9, 0.9]], dtype=torch.float64))
+    # completion 0: log-ratios 0.4, 0.2, padding (masked, wildly moved); completion 1: four tokens, log-ratio 0.1 each
+    logps = old + torch.tensor([[0.4, 0.2, 5.0, 5.0], [0.1, 0.1, 0.1, 0.1]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    expected = importance_ratio(logps, old, mask, "sequence")  # exp(0.3) and exp(0.1)
+    try:
+        got = sequence_ratio(logps.clone(), old.clone(), mask.clone())
+    except Exception as error:
+        return ExerciseResult(name, False, f"calling it raised {type(error).__name__}: {error}")
+    if not isinstance(got, torch.Tensor) or got.numel() != 2:
+        return ExerciseResult(name, False, f"expected one ratio per completion, a tensor of shape (2, 1); got {got!r}")
+    got = got.to(torch.float64).reshape(2, 1)
+    mistakes = {  # what a wrong answer computes, and the hint for it
+        "the sum of the log-ratios (the whole completion's likelihood ratio)": (
+            torch.exp(torch.tensor([[0.6], [0.4]], dtype=torch.float64)),
+            "divide the masked sum by the completion's number of tokens: GSPO's 1/|o_i| exponent"),
+        "a mean over every position, padding included": (
+            torch.exp(torch.tensor([[10.6 / 4], [0.1]], dtype=torch.float64)),
+            "multiply by the mask before summing, and divide by mask.sum(-1), not by the width"),
+        "the arithmetic mean of the token ratios": (
+            torch.tensor([[(math.exp(0.4) + math.exp(0.2)) / 2], [math.exp(0.1)]], dtype=torch.float64),
+            "average the log-ratios, then exponentiate: a geometric mean"),
+    }
+    for what, (value, hint) in mistakes.items():
+        if torch.allclose(got, value, atol=1e-6):
+            return ExerciseResult(name, False, f"this is {what}: {hint}.")
+    if not torch.allclose(got, expected, atol=1e-6):
+        return ExerciseResult(
+            name, False, f"got {got.flatten().tolist()}, expected {expected.flatten().tolist()} "
+            "(exp of 0.3 and of 0.1: each completion's mean log-ratio over its own tokens)."
+        )  # fmt: skip
+    return ExerciseResult(name, True, f"ratios {[round(v, 4) for v in got.flatten().tolist()]} = exp(0.3), exp(0.1).")

@@ -147,3 +147,37 @@ def test_a_crashing_answer_is_reported_not_raised():
 
     result = exercises.check_duplicate_penalty(broken)
     assert not result and "raised KeyError" in result.message
+
+
+def test_solution_sequence_ratio_passes():
+    result = exercises.check_sequence_ratio(solution_namespace("11_grpo_family", torch=torch)["sequence_ratio"])
+    assert result.passed, result.message
+
+
+def _sum_of_log_ratios(logps, old_logps, mask):
+    return torch.exp(((logps - old_logps) * mask).sum(-1, keepdim=True))
+
+
+def _mean_over_padding(logps, old_logps, mask):
+    return torch.exp((logps - old_logps).mean(-1, keepdim=True))
+
+
+def _arithmetic_mean(logps, old_logps, mask):
+    return ((logps - old_logps).exp() * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "says"),
+    [
+        (lambda logps, old, mask: torch.ones(logps.size(0), 1, dtype=logps.dtype), "expected"),  # the notebook's stub
+        (_sum_of_log_ratios, "1/|o_i|"),  # exp(0.6), exp(0.4): the whole completion's likelihood ratio
+        (_mean_over_padding, "mask"),  # exp(10.6 / 4): the padding's moved log-probs leak in
+        (_arithmetic_mean, "geometric"),  # (e^0.4 + e^0.2) / 2 = 1.357 instead of e^0.3 = 1.350
+        (lambda logps, old, mask: torch.exp(((logps - old) * mask).sum(-1) / mask.sum(-1)).tolist(), "shape"),
+        (lambda logps, old, mask: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_sequence_ratio_mistakes(ratio, says):
+    result = exercises.check_sequence_ratio(ratio)
+    assert not result.passed
+    assert says in result.message

@@ -118,23 +118,57 @@ def test_no_code_cell_over_30_lines(path):
 CONFIG_FIELDS = {cls.__name__: {f.name for f in dataclasses.fields(cls)} for cls in (GRPOConfig, SFTConfig)}
 
 
+def _mapping_keys(tree: ast.AST) -> dict[str, set[str]]:
+    """The keys a name holds: ``NAME = {"k": ...}`` gives ``{"k"}``; for a dict of dicts, ``NAME = {"a": {"k": ...}}``,
+    the inner keys, which ``NAME[...]`` and the values of ``for _, value in NAME.items()`` hold."""
+    keys: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            values = node.value.values
+            dicts = values if values and all(isinstance(v, ast.Dict) for v in values) else [node.value]
+            found = {k.value for d in dicts for k in d.keys if isinstance(k, ast.Constant)}
+            keys.update({t.id: found for t in node.targets if isinstance(t, ast.Name)})
+    for node in ast.walk(tree):
+        items = node.iter if isinstance(node, ast.For) else None
+        if (isinstance(items, ast.Call) and getattr(items.func, "attr", "") == "items"
+                and getattr(items.func.value, "id", None) in keys and isinstance(node.target, ast.Tuple)
+                and isinstance(node.target.elts[-1], ast.Name)):  # fmt: skip
+            keys[node.target.elts[-1].id] = keys[items.func.value.id]
+    return keys
+
+
 def config_keywords(source: str, config: str = "GRPOConfig") -> set[str]:
-    """Keywords passed to ``config(...)`` calls in ``source``; a ``**mapping`` is refused (it hides them)."""
+    """Keywords passed to ``config(...)`` calls in ``source``. A ``**mapping`` counts with the keys of the dict
+    literal it names (``**settings``, ``**OBJECTIVES[name]``, a loop's ``**objective``); any other is refused."""
     tree = ast.parse(source)
+    mappings = _mapping_keys(tree)
     calls = [
         node
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == config
     ]
-    if any(kw.arg is None for call in calls for kw in call.keywords):
-        return {"**<mapping>: write the keywords out, so this test can check them"}
-    return {kw.arg for call in calls for kw in call.keywords}
+    found = set()
+    for kw in (kw for call in calls for kw in call.keywords):
+        name = kw.value.value if isinstance(kw.value, ast.Subscript) else kw.value
+        if kw.arg is not None:
+            found.add(kw.arg)
+        elif isinstance(name, ast.Name) and name.id in mappings:
+            found |= mappings[name.id]
+        else:
+            return {"**<mapping>: write the keywords out, so this test can check them"}
+    return found
 
 
 def test_api_drift_detector_catches_removed_parameters():
     fields = CONFIG_FIELDS["GRPOConfig"]
     assert config_keywords("GRPOConfig(max_prompt_length=256, beta=0.0)") - fields == {"max_prompt_length"}
-    assert config_keywords("GRPOConfig(**settings)") - fields
+    assert config_keywords("GRPOConfig(**settings)") - fields  # a mapping whose keys the source does not show
+    assert config_keywords("settings = {'beta': 0.0, 'max_prompt_length': 8}\nGRPOConfig(**settings)") - fields == {
+        "max_prompt_length"}  # fmt: skip
+    table = "OBJECTIVES = {'a': {'loss_type': 'grpo'}, 'b': {'max_prompt_length': 8}}\n"
+    assert config_keywords(table + "GRPOConfig(**OBJECTIVES['a'])") - fields == {"max_prompt_length"}
+    loop = table + "for name, objective in OBJECTIVES.items():\n    GRPOConfig(beta=0.0, **objective)"
+    assert config_keywords(loop) - fields == {"max_prompt_length"}
     assert config_keywords("SFTConfig(max_seq_length=64)", "SFTConfig") - CONFIG_FIELDS["SFTConfig"]
 
 
