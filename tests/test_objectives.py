@@ -13,7 +13,9 @@ The toy tests of :func:`token_weights` give the expected arithmetic beside each 
 from __future__ import annotations
 
 import doctest
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -350,3 +352,28 @@ def test_a_group_that_is_all_correct_teaches_nothing(loss_type):
     log_ratio = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))  # whatever the ratios
     w = token_weights(advantages, torch.ones(4, 5), log_ratio=log_ratio, loss_type=loss_type, max_completion_length=5)
     assert torch.all(w == 0)  # every weight is A x something = 0
+
+
+# Notebook 06's own loss keeps its four aggregations and sends the learner here for the rest ------------------------
+
+
+def test_notebook_06_loss_names_policy_loss_and_notebook_11_for_the_other_objectives():
+    """06's grpo_loss is its teaching code, not this module; a loss_type it lacks must say where the family is."""
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    cells = json.loads((notebooks / "06_grpo_from_scratch.ipynb").read_text())["cells"]
+    (source,) = ["".join(c["source"]) for c in cells if "def grpo_loss(" in "".join(c["source"])]
+    namespace: dict = {"torch": torch}
+    exec(source, namespace)
+    mask = torch.ones(1, 2)
+    for loss_type in ("cispo", "sapo", "gspo"):
+        with pytest.raises(ValueError) as raised:
+            namespace["grpo_loss"](torch.zeros(1, 2), torch.zeros(1, 2), None, ONE, mask, loss_type=loss_type)
+        message = str(raised.value)
+        assert f"loss_type={loss_type!r}" in message
+        assert "course_utils.objectives.policy_loss" in message and "importance_sampling_level='sequence'" in message
+        assert "notebook 11 (11_grpo_family.ipynb)" in message and (notebooks / "11_grpo_family.ipynb").is_file()
+    for loss_type in ("cispo", "sapo"):  # what the message sends the learner to accepts them
+        assert loss_type in objectives.LOSS_TYPES
+        policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), None, ONE, mask, loss_type=loss_type)
+    policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), None, ONE, mask, loss_type="grpo",
+                importance_sampling_level="sequence")  # fmt: skip
