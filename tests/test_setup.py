@@ -393,7 +393,7 @@ def test_every_badge_clone_cell_and_clone_line_agree_with_the_repository_setting
 
 def test_the_colab_cell_is_the_same_short_cell_in_every_notebook():
     cells = _setup_cells()
-    assert len(cells) == 9 and len(set(cells.values())) == 1, "one set-up cell, copied unchanged"
+    assert len(cells) >= 9 and len(set(cells.values())) == 1, "one set-up cell, copied unchanged"  # 9 in 01-09
     source = next(iter(cells.values()))
     assert len(source.splitlines()) <= 30
     named = set(re.findall(r"requirements[\w-]*\.txt", source))
