@@ -472,7 +472,7 @@ def test_set_repository_points_every_copy_at_a_fork_and_changes_nothing_else(tmp
     root = _copy_of_the_repository_files(tmp_path)
     before = {p: nbformat.read(p, as_version=4) for p in sorted((root / "notebooks").glob("[0-9]*.ipynb"))}
     changed = set_repo.set_repository("my-org/grpo-fork", root=root)
-    assert len(changed) == 9 + 4, [str(p) for p in changed]  # notebooks + pyproject, README, INSTRUCTORS, init
+    assert len(changed) == len(before) + 4, [str(p) for p in changed]  # notebooks, pyproject, README, INSTRUCTORS, init
     assert set_repo.read_repository(root) == "my-org/grpo-fork" and set_repo.mismatches(root) == []
     for path in [*before, *(root / f for f in ("README.md", "docs/INSTRUCTORS.md", "pyproject.toml"))]:
         assert "grpo-course/grpo-course" not in path.read_text(), f"{path.name} still names the old repository"
