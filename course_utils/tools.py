@@ -290,3 +290,99 @@ def failed_call_penalty(completions: Sequence[Any], **kwargs: Any) -> list[float
         calls = _calls(completion)
         rewards.append(-sum(call_fails(c) for c in calls) / len(calls) if calls else 0.0)
     return rewards
+
+
+# Rollouts outside training -----------------------------------------------------------------------------------
+# GRPOTrainer runs the tool loop only while it trains. To measure a model before and after, the course runs the
+# same exchange itself: the first turn, parsed by TRL's parser; each call run as TRL runs it; one more turn.
+
+
+def tool_reply(call: dict[str, Any], tools: Sequence[Any] = (calculator,)) -> dict[str, Any]:
+    """The ``tool`` message TRL's loop appends for one parsed call: the result, or ``{'error': ...}`` as text.
+
+    >>> tool_reply({"name": "calculator", "arguments": {"expression": "6 * 7"}})
+    {'role': 'tool', 'name': 'calculator', 'content': '42'}
+    """
+    by_name = {tool.__name__: tool for tool in tools}
+    name = call.get("name", "unknown")
+    try:  # the same failures TRL catches: unknown tool, wrong argument names or types, the tool's own errors
+        if name not in by_name:
+            raise ValueError(f"Tool {name} not found.")
+        result: Any = by_name[name](**call.get("arguments", {}))
+    except Exception as error:  # noqa: BLE001 - the model sees the error, as in training
+        result = {"error": str(error)}
+    return {"role": "tool", "name": name, "content": str(result)}
+
+
+def tool_rollouts(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[list[dict[str, Any]]],
+    tools: Sequence[Any] = (calculator,),
+    *,
+    max_new_tokens: int = 48,
+    answer_tokens: int = 16,
+    batch_size: int = 40,
+) -> list[list[dict[str, Any]]]:
+    """Greedy rollouts of ``prompts`` as ``GRPOTrainer(tools=...)`` runs them with ``max_tool_calling_iterations=1``.
+
+    Each rollout is a list of messages, the shape TRL passes to reward functions: the assistant's first turn
+    (parsed with TRL's ``parse_response``), and, when it holds calls, each call's :func:`tool_reply` and the
+    assistant's next turn (at most ``answer_tokens`` tokens). So ``answer_reward(tool_rollouts(...), answer)``
+    scores a model outside training exactly as the reward scored it inside.
+    """
+    import torch
+    from trl.chat_template_utils import parse_response
+
+    def complete(conversations: list[list[dict[str, Any]]], budget: int) -> list[dict[str, Any]]:
+        padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
+        messages = []
+        try:
+            for start in range(0, len(conversations), batch_size):
+                texts = [
+                    tokenizer.apply_chat_template(c, tools=list(tools), add_generation_prompt=True, tokenize=False)
+                    for c in conversations[start : start + batch_size]
+                ]
+                batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+                with torch.no_grad():
+                    out = model.generate(
+                        **batch, max_new_tokens=budget, do_sample=False, temperature=None, top_p=None, top_k=None,
+                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                    )  # fmt: skip
+                width = batch["input_ids"].shape[1]
+                for ids, mask, row in zip(batch["input_ids"], batch["attention_mask"], out.tolist(), strict=True):
+                    new = row[width:]
+                    new = new[: new.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in new else new
+                    prefix = ids[mask.bool()].tolist()
+                    messages.append(parse_response(tokenizer, new, prefix=prefix, tools=list(tools)))
+        finally:
+            tokenizer.padding_side = padding_side
+        return messages
+
+    was_training = model.training
+    model.eval()
+    try:
+        rollouts = [[first] for first in complete([list(p) for p in prompts], max_new_tokens)]
+        called = [i for i, rollout in enumerate(rollouts) if rollout[0].get("tool_calls")]
+        for i in called:
+            rollouts[i] += [tool_reply(call.get("function", call), tools) for call in rollouts[i][0]["tool_calls"]]
+        answers = complete([[*prompts[i], *rollouts[i]] for i in called], answer_tokens) if called else []
+        for i, answer in zip(called, answers, strict=True):
+            rollouts[i].append(answer)
+    finally:
+        model.train(was_training)
+    return rollouts
+
+
+def tool_use_report(rollouts: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:
+    """Shares of rollouts: exact ``accuracy`` (:func:`answer_reward`), ``calls`` (at least one parsed call),
+    ``failed_calls`` (at least one call that failed) and ``unparsed_calls`` (a ``<tool_call>`` left as text)."""
+    n = len(rollouts)
+    if n == 0:
+        raise ValueError("tool_use_report got no rollouts.")
+    return {
+        "accuracy": sum(answer_reward(rollouts, answer)) / n,
+        "calls": sum(bool(_calls(r)) for r in rollouts) / n,
+        "failed_calls": sum(any(call_fails(c) for c in _calls(r)) for r in rollouts) / n,
+        "unparsed_calls": sum(_unparsed_calls(r) > 0 for r in rollouts) / n,
+    }

@@ -26,6 +26,9 @@ from course_utils.tools import (
     failed_call_penalty,
     final_answer,
     tool_call_examples,
+    tool_reply,
+    tool_rollouts,
+    tool_use_report,
     use_tool_chat_template,
     wellformed_call_reward,
 )
@@ -350,3 +353,57 @@ def test_sft_on_tool_call_examples_trains_on_the_call_only(tmp_path):
     assert '"name": "calculator"' in tokenizer.decode(example["input_ids"])  # the schema is in the prompt
     trainer.train()
     assert trainer.state.log_history[0]["loss"] > 0
+
+
+# Rollouts outside training -------------------------------------------------------------------------------------
+
+
+NOT_TEXT = "expression must be a string such as '47 + 38', got list"
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        ({"name": "calculator", "arguments": {"expression": "7 / 0"}}, "division by zero in '7 / 0'"),
+        ({"name": "calculator", "arguments": {"x": "7"}}, "calculator() got an unexpected keyword argument 'x'"),
+        ({"name": "calculator", "arguments": {"expression": [7]}}, NOT_TEXT),
+        ({"name": "calculator", "arguments": {"expression": "9" * 101}}, "expression is longer than 100 characters"),
+        ({"name": "abacus", "arguments": {}}, "Tool abacus not found."),
+    ],
+)  # fmt: skip
+def test_tool_reply_shows_the_model_the_error_as_trl_does(call, error):
+    # TRL's loop catches the exception and appends str({"error": str(exception)}) as the tool's message.
+    assert tool_reply(call) == {"role": "tool", "name": call["name"], "content": str({"error": error})}
+
+
+def test_tool_reply_returns_the_result_as_text():
+    assert tool_reply({"name": "calculator", "arguments": {"expression": "6 * 7"}})["content"] == "42"
+
+
+def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path):
+    """The same scripted model gives the same rollouts in GRPOTrainer's tool loop and in tool_rollouts."""
+    tokenizer = use_tool_chat_template(byte_tokenizer())
+    torch.manual_seed(0)
+    model = ScriptedLlama(tiny_config(tokenizer))
+    model.script_tokenizer, model.replies = tokenizer, []
+    seen = []
+
+    def recorder(prompts, completions, answer, **kwargs):
+        seen.extend(zip([p[:2] for p in prompts], completions, answer, strict=True))  # system and user messages
+        return [0.0] * len(completions)
+
+    data = calculator_problems(n_train=2, n_test=0, seed=0)["train"]
+    args = GRPOConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=256, max_tool_calling_iterations=1, learning_rate=0.0, logging_steps=1,
+        save_strategy="no", report_to="none", bf16=False, use_cpu=True, seed=0,
+    )  # fmt: skip
+    GRPOTrainer(model=model, reward_funcs=[recorder], args=args, train_dataset=data, processing_class=tokenizer,
+                tools=[calculator]).train()  # fmt: skip
+    prompts, completions, answers = zip(*seen, strict=True)  # in the trainer's (shuffled) order
+    rollouts = tool_rollouts(model, tokenizer, list(prompts), max_new_tokens=256)
+    assert rollouts == list(completions)
+    # Row 0 calls well and answers the result; 1's call fails; 2's call is malformed; 3 answers without the tool.
+    assert tool_use_report(rollouts, answers) == {
+        "accuracy": 2 / 4, "calls": 2 / 4, "failed_calls": 1 / 4, "unparsed_calls": 1 / 4,
+    }  # fmt: skip
