@@ -234,15 +234,21 @@ def _unparsed_calls(completion: Any) -> int:
     )
 
 
-def call_fails(call: dict[str, Any]) -> bool:
+def _run_call(call: dict[str, Any], tools: Sequence[Any] = (calculator,)) -> tuple[Any, bool]:
+    """Run one parsed call as TRL's loop runs it: ``(result, False)``, or ``({"error": ...}, True)`` when it fails."""
+    by_name = {tool.__name__: tool for tool in tools}
+    name = call.get("name", "unknown")
+    try:  # the failures TRL catches: unknown tool, wrong argument names or types, the tool's own errors
+        if name not in by_name:
+            raise ValueError(f"Tool {name} not found.")
+        return by_name[name](**call.get("arguments", {})), False
+    except Exception as error:  # noqa: BLE001 - TRL returns {"error": str(exception)} to the model
+        return {"error": str(error)}, True
+
+
+def call_fails(call: dict[str, Any], tools: Sequence[Any] = (calculator,)) -> bool:
     """Whether running this parsed call fails as it failed in TRL's loop: unknown tool, wrong arguments, bad input."""
-    if call.get("name") != "calculator" or not isinstance(call.get("arguments"), dict):
-        return True
-    try:
-        calculator(**call["arguments"])
-    except Exception:  # TRL catches every exception a tool raises and returns {"error": ...} to the model
-        return True
-    return False
+    return _run_call(call, tools)[1]
 
 
 def final_answer(completion: Any) -> float | None:
@@ -303,15 +309,8 @@ def tool_reply(call: dict[str, Any], tools: Sequence[Any] = (calculator,)) -> di
     >>> tool_reply({"name": "calculator", "arguments": {"expression": "6 * 7"}})
     {'role': 'tool', 'name': 'calculator', 'content': '42'}
     """
-    by_name = {tool.__name__: tool for tool in tools}
-    name = call.get("name", "unknown")
-    try:  # the same failures TRL catches: unknown tool, wrong argument names or types, the tool's own errors
-        if name not in by_name:
-            raise ValueError(f"Tool {name} not found.")
-        result: Any = by_name[name](**call.get("arguments", {}))
-    except Exception as error:  # noqa: BLE001 - the model sees the error, as in training
-        result = {"error": str(error)}
-    return {"role": "tool", "name": name, "content": str(result)}
+    result, _ = _run_call(call, tools)
+    return {"role": "tool", "name": call.get("name", "unknown"), "content": str(result)}
 
 
 def tool_rollouts(
