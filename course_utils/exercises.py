@@ -235,13 +235,16 @@ def check_sequence_ratio(sequence_ratio: Callable[..., torch.Tensor]) -> Exercis
     mistakes = {  # what a wrong answer computes, and the hint for it
         "the sum of the log-ratios (the whole completion's likelihood ratio)": (
             torch.exp(torch.tensor([[0.6], [0.4]], dtype=torch.float64)),
-            "divide the masked sum by the completion's number of tokens: GSPO's 1/|o_i| exponent"),
+            "divide the masked sum by the completion's number of tokens: GSPO's 1/|o_i| exponent",
+        ),
         "a mean over every position, padding included": (
             torch.exp(torch.tensor([[10.6 / 4], [0.1]], dtype=torch.float64)),
-            "multiply by the mask before summing, and divide by mask.sum(-1), not by the width"),
+            "multiply by the mask before summing, and divide by mask.sum(-1), not by the width",
+        ),
         "the arithmetic mean of the token ratios": (
             torch.tensor([[(math.exp(0.4) + math.exp(0.2)) / 2], [math.exp(0.1)]], dtype=torch.float64),
-            "average the log-ratios, then exponentiate: a geometric mean"),
+            "average the log-ratios, then exponentiate: a geometric mean",
+        ),
     }
     for what, (value, hint) in mistakes.items():
         if torch.allclose(got, value, atol=1e-6):
@@ -252,3 +255,52 @@ def check_sequence_ratio(sequence_ratio: Callable[..., torch.Tensor]) -> Exercis
             "(exp of 0.3 and of 0.1: each completion's mean log-ratio over its own tokens)."
         )  # fmt: skip
     return ExerciseResult(name, True, f"ratios {[round(v, 4) for v in got.flatten().tolist()]} = exp(0.3), exp(0.1).")
+
+
+def check_pessimistic(pessimistic: Callable[..., Sequence[float]]) -> ExerciseResult:
+    """Notebook 12, exercise 4: ``pessimistic(member_scores, k)`` is, per completion, the members' mean minus ``k``
+    times their spread (population standard deviation), as ``course_utils.reward_models.combine_scores`` does."""
+    from course_utils.reward_models import combine_scores
+
+    name = "Notebook 12, exercise 4 (pessimistic)"
+    members = [[1.0, 2.0, 0.0], [3.0, 2.0, 4.0], [2.0, 2.0, 2.0]]  # 3 reward models x 3 completions
+    # completion 0: scores 1, 3, 2 -> mean 2, spread sqrt(2/3); completion 1: all 2 -> spread 0;
+    # completion 2: 0, 4, 2 -> mean 2, spread sqrt(8/3)
+    k = 0.5
+    expected = combine_scores(members, "mean_minus_std", k)
+    try:
+        got = [float(v) for v in pessimistic([list(m) for m in members], k)]
+    except Exception as error:
+        return ExerciseResult(name, False, f"calling it raised {type(error).__name__}: {error}")
+    if len(got) != 3:
+        return ExerciseResult(name, False, f"expected one score per completion (3), got {len(got)}: {got}")
+    per_completion = list(zip(*members, strict=True))
+    mistakes = {  # what a wrong answer computes, and the hint for it
+        "the plain mean": ([sum(c) / 3 for c in per_completion], "subtract k times the members' spread"),
+        "the mean minus the sample standard deviation (n - 1)": (
+            [sum(c) / 3 - k * math.sqrt(sum((v - sum(c) / 3) ** 2 for v in c) / 2) for c in per_completion],
+            "use the population spread (divide by the number of members, statistics.pstdev)",
+        ),
+        "the mean minus the full spread, ignoring k": (
+            combine_scores(members, "mean_minus_std", 1.0),
+            "multiply the spread by k",
+        ),
+        "a spread across completions instead of across members": (
+            [
+                sum(c) / 3 - k * math.sqrt(sum((v - sum(m) / 3) ** 2 for v in m) / 3)
+                for c, m in zip(per_completion, members, strict=True)
+            ],
+            "the spread is over the members' scores for the same completion: member_scores[m][j] for every m",
+        ),
+    }
+    for what, (value, hint) in mistakes.items():
+        if all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, value, strict=True)):
+            return ExerciseResult(name, False, f"this is {what}: {hint}.")
+    if not all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)):
+        return ExerciseResult(
+            name,
+            False,
+            f"got {got}, expected {[round(v, 4) for v in expected]} (means 2, 2, 2 "
+            "minus 0.5 times spreads sqrt(2/3), 0, sqrt(8/3)).",
+        )
+    return ExerciseResult(name, True, f"scores {[round(v, 4) for v in got]}: mean minus {k} x spread, per completion.")

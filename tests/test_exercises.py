@@ -2,6 +2,7 @@
 stubs and typical mistakes do not, each with a message that says what to change."""
 
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -179,5 +180,27 @@ def _arithmetic_mean(logps, old_logps, mask):
 )
 def test_sequence_ratio_mistakes(ratio, says):
     result = exercises.check_sequence_ratio(ratio)
+    assert not result.passed
+    assert says in result.message
+
+
+def test_solution_pessimistic_passes():
+    result = exercises.check_pessimistic(solution_namespace("12_learned_rewards")["pessimistic"])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(
+    ("pessimistic", "says"),
+    [
+        (lambda m, k=1.0: [statistics.fmean(s) for s in zip(*m, strict=True)], "plain mean"),  # the notebook's stub
+        (lambda m, k=1.0: [statistics.fmean(s) - k * statistics.stdev(s) for s in zip(*m, strict=True)], "population"),
+        (lambda m, k=1.0: [statistics.fmean(s) - statistics.pstdev(s) for s in zip(*m, strict=True)], "by k"),
+        (lambda m, k=1.0: [min(s) for s in zip(*m, strict=True)], "expected"),  # the minimum: right only for 2 members
+        (lambda m, k=1.0: [0.0], "one score per completion"),
+        (lambda m, k=1.0: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_pessimistic_mistakes(pessimistic, says):
+    result = exercises.check_pessimistic(pessimistic)
     assert not result.passed
     assert says in result.message
