@@ -151,3 +151,25 @@ def test_pairwise_accuracy_is_one_where_chosen_scores_higher(tiny_tokenizer, tin
     assert pairwise_accuracy(rm, tiny_tokenizer, pairs) == [1.0] * len(pairs)
     flipped = preference_pairs([PROMPT], completions, [[-s for s in scores]], min_gap=1e-9)
     assert pairwise_accuracy(rm, tiny_tokenizer, flipped) == [0.0] * len(flipped)
+
+
+def test_grpo_trainer_awaits_an_async_reward_and_logs_it(tiny_tokenizer, tiny_model, tmp_path):
+    """Notebook 12's judge is an ``async def`` reward: GRPOTrainer awaits it and logs it like any other."""
+    import asyncio
+
+    calls = []
+
+    async def judge_reward(prompts, completions, **kwargs):
+        await asyncio.sleep(0)  # where a judge behind an API would wait on the network
+        calls.append(len(completions))
+        return [0.25] * len(completions)
+
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": "w1 w2"}]}] * 2)
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=4, learning_rate=0.0, logging_steps=1, save_strategy="no",
+                      report_to="none", bf16=False, use_cpu=True, seed=0)  # fmt: skip
+    trainer = GRPOTrainer(model=tiny_model, reward_funcs=[judge_reward], args=args, train_dataset=data,
+                          processing_class=tiny_tokenizer)  # fmt: skip
+    trainer.train()
+    assert calls == [4]  # one call for the batch's 4 completions
+    assert trainer.state.log_history[0]["rewards/judge_reward/mean"] == 0.25
