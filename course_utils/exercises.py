@@ -10,6 +10,7 @@ runs every check against them and against typical wrong answers.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -275,10 +276,14 @@ def check_pessimistic(pessimistic: Callable[..., Sequence[float]]) -> ExerciseRe
     if len(got) != 3:
         return ExerciseResult(name, False, f"expected one score per completion (3), got {len(got)}: {got}")
     per_completion = list(zip(*members, strict=True))
+
+    def same(values: Sequence[float]) -> bool:
+        return all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, values, strict=True))
+
     mistakes = {  # what a wrong answer computes, and the hint for it
-        "the plain mean": ([sum(c) / 3 for c in per_completion], "subtract k times the members' spread"),
+        "the plain mean": ([statistics.fmean(c) for c in per_completion], "subtract k times the members' spread"),
         "the mean minus the sample standard deviation (n - 1)": (
-            [sum(c) / 3 - k * math.sqrt(sum((v - sum(c) / 3) ** 2 for v in c) / 2) for c in per_completion],
+            [statistics.fmean(c) - k * statistics.stdev(c) for c in per_completion],
             "use the population spread (divide by the number of members, statistics.pstdev)",
         ),
         "the mean minus the full spread, ignoring k": (
@@ -286,17 +291,14 @@ def check_pessimistic(pessimistic: Callable[..., Sequence[float]]) -> ExerciseRe
             "multiply the spread by k",
         ),
         "a spread across completions instead of across members": (
-            [
-                sum(c) / 3 - k * math.sqrt(sum((v - sum(m) / 3) ** 2 for v in m) / 3)
-                for c, m in zip(per_completion, members, strict=True)
-            ],
+            [statistics.fmean(c) - k * statistics.pstdev(m) for c, m in zip(per_completion, members, strict=True)],
             "the spread is over the members' scores for the same completion: member_scores[m][j] for every m",
         ),
     }
     for what, (value, hint) in mistakes.items():
-        if all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, value, strict=True)):
+        if same(value):
             return ExerciseResult(name, False, f"this is {what}: {hint}.")
-    if not all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)):
+    if not same(expected):
         return ExerciseResult(
             name,
             False,
