@@ -3,26 +3,39 @@
 
     python benchmarks/tool_grpo_probe.py [--warm-start-steps 2] [--steps 8] [--batch 8] [--generations 4]
 
-The warm start is ``SFTTrainer`` on ``tool_call_examples`` (the call only, never the answer). Then
+The warm start is ``SFTTrainer`` on ``tool_call_examples`` (by default the call only; ``--answers`` adds the turn
+after the tool's reply, ``--call-share`` leaves some rows answering at once). Then
 ``GRPOTrainer(tools=[calculator])`` with ``max_tool_calling_iterations=1`` and the rewards of
 ``course_utils.tools`` (answer 1.0, well-formed call 0.2, failed call 0.2). Held-out rollouts are greedy
 (``tool_rollouts``), before and after GRPO; each GRPO step prints its rewards, the tool metrics TRL logs,
 the entropy and TRL's ``step_time``. "number in last turn" counts final messages holding the right number
 anywhere, so that an answer in the wrong wrapper shows apart from a wrong answer.
 
-This is a probe, not the lesson: notebook 10 is not written yet (issue 20). Measured with it on the 2-core
-machine (embedded SmolLM2-135M-Instruct, float32, seed 0, 40 held-out questions; 2026-11-24):
+Measured with it on the 2-core machine (embedded SmolLM2-135M-Instruct, float32, seed 0, 40 held-out questions,
+greedy; GRPO at lr 5e-5, batch 8, G 4, temperature 1.0, rewards answer 1.0 / well-formed call 0.2 / failed
+call 0.2):
 
-    defaults (warm start 2 steps, temperature 1.0):
-        warm start: calls 0.225, accuracy 0, its answers echo the reply ("<tool_response>\n174\n</")
-        after 8 GRPO steps: calls 1.000, accuracy 0.000, number in last turn 0.350
-    --temperature 0.7: sampled calls 0.125 -> 1.0 by step 4; answer_reward 0 on all 64 rollouts;
-        after 8 steps: calls 1.000, accuracy 0.000, number in last turn 0.000 ("<tool_response>\n<tool_name>...")
-    --warm-start-steps 1: no call in greedy rollouts nor in the first 16 samples (no signal; stopped)
-    each GRPO step 32-42 s (8 completions; the prompt with the tool's schema is 275 tokens); warm start ~30 s/step
+    2026-11-24, call-only warm start (2 steps of 8, lr 3e-5), max_completion_length 48:
+        warm start: calls 0.225, accuracy 0 (its answers echo the reply: "<tool_response>\n174\n</")
+        after 8 GRPO steps: calls 1.000, accuracy 0.000; the sampled answer reward 0 at every step
+    2026-11-25, the cause: max_completion_length counts the call, the tool's reply and the answer together
+        (63 tokens for one exchange); at 48, TRL drops the reply, so no sampled rollout could be right.
+    --max-completion-length 80 (call-only warm start): calls 0.225, accuracy 0; sampled calls 0-25% over
+        3 steps, answer reward 0 (stopped)
+    --answers --warm-start-batch 16 (every row calls, and shows the answer after the reply):
+        --warm-start-lr 3e-5: calls 0.050, accuracy 0.025; sampled calls 0-12% over 5 steps (stopped)
+        --warm-start-lr 8e-5: calls 1.000, accuracy 1.000 (the warm start alone solves it)
+        --warm-start-lr 5e-5 --max-completion-length 72: warm start 0.775 -> 1.000 after 8 steps
+    --answers --call-share 0.5 --warm-start-lr 5e-5 --max-completion-length 96, the answer turn shown only
+        after calling rows: warm start 0.175; GRPO raised sampled calls to 1.0 but the answers after the reply
+        turned to text ("<tool_response>\n<tool_name>..."): answer reward 0 at steps 2-8
+    the same, every row showing the answer after a reply (call_share decides only the first turn):
+        warm start: calls 0.150, accuracy 0.150 (2 steps of 16 in 135 s)
+        sampled answer reward by step: 0.12, 0, 0.12, 0.38, 0.38, 0.62, 0.75, 0.50 (37-49 s per step)
+        after 8 GRPO steps: calls 1.000, accuracy 1.000
 
-So GRPO learns to call within a few steps, but never samples the bare number after the reply, and the answer
-reward stays flat: the recipe needs another source of answer signal before notebook 10 can be written.
+So the warm start must show what follows a reply on every row, and leave *when* to call to GRPO; that is
+notebook 10's recipe.
 """
 
 from __future__ import annotations
@@ -51,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm-start-examples", type=int, default=16)
     parser.add_argument("--warm-start-steps", type=int, default=2)
+    parser.add_argument("--answers", action="store_true", help="the warm start also shows the answer after a reply")
+    parser.add_argument("--warm-start-batch", type=int, default=8)
+    parser.add_argument("--warm-start-lr", type=float, default=3e-5)
+    parser.add_argument("--call-share", type=float, default=1.0, help="share of warm-start rows that call")
     parser.add_argument("--steps", type=int, default=8, help="GRPO steps (0: the warm start alone)")
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--generations", type=int, default=4)
@@ -82,11 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     test = data["test"]
 
     start = time.perf_counter()
-    examples = tool_call_examples(data["train"], args.warm_start_examples)
+    examples = tool_call_examples(
+        data["train"], args.warm_start_examples, answers=args.answers, call_share=args.call_share
+    )
     sft = SFTTrainer(
         model=model, processing_class=tokenizer, train_dataset=examples,
-        args=SFTConfig(output_dir="outputs/probe/sft", max_steps=args.warm_start_steps, per_device_train_batch_size=8,
-                       learning_rate=3e-5, lr_scheduler_type="constant", logging_steps=1, save_strategy="no",
+        args=SFTConfig(output_dir="outputs/probe/sft", max_steps=args.warm_start_steps,
+                       per_device_train_batch_size=args.warm_start_batch, learning_rate=args.warm_start_lr,
+                       lr_scheduler_type="constant", logging_steps=1, save_strategy="no",
                        report_to="none", seed=args.seed, disable_tqdm=True, bf16=False),
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
@@ -110,11 +130,20 @@ def main(argv: list[str] | None = None) -> int:
         output_dir="outputs/probe/grpo", max_steps=args.steps, per_device_train_batch_size=args.batch,
         num_generations=args.generations, max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=1, learning_rate=args.learning_rate, lr_scheduler_type="constant", beta=0.0,
-        temperature=args.temperature, reward_weights=[1.0, 0.2, 0.2], logging_steps=1, save_strategy="no",
+        temperature=args.temperature, reward_weights=[1.0, 0.2, 0.2, 0.0], logging_steps=1, save_strategy="no",
         report_to="none", bf16=False, seed=args.seed, disable_tqdm=True,
     )  # fmt: skip
+    seen = {"calls": 0}
+
+    def peek(completions, **kwargs):  # weight 0: prints two sampled rollouts at the first and the last step
+        seen["calls"] += 1
+        if seen["calls"] in (1, args.steps):
+            for completion in completions[:2]:
+                print(f"    sampled: {completion}", file=sys.__stdout__, flush=True)
+        return [0.0] * len(completions)
+
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[answer_reward, wellformed_call_reward, failed_call_penalty], args=config,
+        model=model, reward_funcs=[answer_reward, wellformed_call_reward, failed_call_penalty, peek], args=config,
         train_dataset=data["train"], processing_class=tokenizer, tools=[calculator], callbacks=[PrintSteps()],
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):  # TRL's own log lines; PrintSteps prints the ones that matter

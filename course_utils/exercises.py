@@ -306,3 +306,47 @@ def check_pessimistic(pessimistic: Callable[..., Sequence[float]]) -> ExerciseRe
             "minus 0.5 times spreads sqrt(2/3), 0, sqrt(8/3)).",
         )
     return ExerciseResult(name, True, f"scores {[round(v, 4) for v in got]}: mean minus {k} x spread, per completion.")
+
+
+# --------------------------------------------------------------------------------------------- notebook 10
+def check_average_tool(average: Callable[..., Any]) -> ExerciseResult:
+    """Notebook 10, exercise 1: ``average(numbers: list[float]) -> str``, a tool TRL can show the model and run.
+
+    A tool needs type hints and a docstring whose ``Args:`` section describes every argument (TRL builds the
+    schema the model reads from them), returns text, and raises a clear error on bad input, which TRL hands
+    the model as ``{"error": ...}``.
+    """
+    from transformers.utils import get_json_schema
+
+    from course_utils.rewards import parse_number
+    from course_utils.tools import tool_reply
+
+    name = "Notebook 10, exercise 1 (average tool)"
+    try:
+        schema = get_json_schema(average)["function"]
+    except Exception as error:  # the learner's function: say what the schema builder needs
+        return ExerciseResult(
+            name, False, f"TRL cannot build its schema: {error}. Add type hints and an Args: section."
+        )
+    parameter = schema["parameters"]["properties"].get("numbers")
+    if parameter is None or parameter.get("type") != "array":
+        return ExerciseResult(
+            name, False, f"the schema should have an array argument 'numbers'; it has {schema['parameters']}"
+        )
+    cases = [([2, 4, 9], 5.0), ([1.5, 2], 1.75), ([7], 7.0)]  # (2 + 4 + 9) / 3 = 5; (1.5 + 2) / 2 = 1.75
+    for numbers, expected in cases:
+        result = tool_reply({"name": schema["name"], "arguments": {"numbers": numbers}}, [average])["content"]
+        if parse_number(result) is None or not math.isclose(parse_number(result), expected):
+            return ExerciseResult(
+                name, False, f"average({numbers}) gave {result!r}, expected the text of {expected:g}."
+            )
+    empty = tool_reply({"name": schema["name"], "arguments": {"numbers": []}}, [average])
+    if not empty["content"].startswith("{'error'") or "empty" not in empty["content"].lower():
+        return ExerciseResult(
+            name,
+            False,
+            f"average([]) gave {empty['content']!r}: raise ValueError with a message that says the list is empty.",
+        )
+    return ExerciseResult(
+        name, True, f"schema {schema['name']}(numbers: array); average([]) tells the model {empty['content']}."
+    )

@@ -24,6 +24,7 @@ import json
 import math
 import operator
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -177,29 +178,43 @@ def calculator_problems(
     return DatasetDict({"train": Dataset.from_list(train), "test": Dataset.from_list(test)})
 
 
-def tool_call_examples(rows: Dataset, n: int, tools: Sequence[Any] = (calculator,)) -> Dataset:
-    """``n`` supervised examples of the tool-call *format* only, for ``SFTTrainer`` (prompt-completion).
+def tool_call_examples(
+    rows: Dataset,
+    n: int,
+    tools: Sequence[Any] = (calculator,),
+    *,
+    answers: bool = False,
+    call_share: float = 1.0,
+) -> Dataset:
+    """Supervised examples of the tool-call *format*, for ``SFTTrainer`` (prompt-completion), from ``n`` rows.
 
-    Each completion is the assistant's first turn: a well-formed call with the row's ``expression``, and
-    nothing after it. The tool's reply and the final answer are never shown, so this warm start teaches
-    how to call, not how to use the result (GRPO has to learn that). ``tools`` travels as JSON schemas in
-    a ``tools`` column, which ``SFTTrainer`` renders into each prompt as ``GRPOTrainer`` does.
+    Each row gives the assistant's first turn: for ``call_share`` of the rows, a well-formed call with the
+    row's ``expression`` and nothing after it; for the others, the number at once, without a call. So the
+    warm start shows both paths, and GRPO has to learn which one pays. With ``answers=True`` every row also
+    gives a second example: the conversation up to the tool's reply (the call and its result) as the prompt,
+    and the bare number as the completion, so the model knows what to do with a reply once it has called
+    (the loss never covers the tool's reply, which the model must not learn to write). ``tools`` travels as
+    JSON schemas in a ``tools`` column, which ``SFTTrainer`` renders into each prompt as ``GRPOTrainer`` does.
     """
     from transformers.utils import get_json_schema
 
     if not 1 <= n <= len(rows):
         raise ValueError(f"n must be between 1 and the {len(rows)} rows, got {n}.")
+    if not 0.0 <= call_share <= 1.0:
+        raise ValueError(f"call_share is the share of rows that call the tool, between 0 and 1; got {call_share}.")
     schemas = json.dumps([get_json_schema(tool) if callable(tool) else tool for tool in tools])
+    calls = round(call_share * n)
     examples = []
-    for row in rows.select(range(n)):
+    for i, row in enumerate(rows.select(range(n))):
         call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": row["expression"]}}}
-        examples.append(
-            {
-                "prompt": row["prompt"],
-                "completion": [{"role": "assistant", "content": "", "tool_calls": [call]}],
-                "tools": schemas,
-            }
-        )
+        turn = {"role": "assistant", "content": "", "tool_calls": [call]}
+        calls_here = i * calls // n != (i + 1) * calls // n  # spreads the calling rows evenly over the n rows
+        first = [turn] if calls_here else [{"role": "assistant", "content": row["answer"]}]
+        examples.append({"prompt": row["prompt"], "completion": first, "tools": schemas})
+        if answers:
+            reply = tool_reply(call["function"], tools)
+            answer = [{"role": "assistant", "content": reply["content"]}]
+            examples.append({"prompt": [*row["prompt"], turn, reply], "completion": answer, "tools": schemas})
     return Dataset.from_list(examples)
 
 
@@ -296,6 +311,59 @@ def failed_call_penalty(completions: Sequence[Any], **kwargs: Any) -> list[float
         calls = _calls(completion)
         rewards.append(-sum(call_fails(c) for c in calls) / len(calls) if calls else 0.0)
     return rewards
+
+
+# An environment: tools with state ---------------------------------------------------------------------------
+# GRPOTrainer(environment_factory=MemoryCalculator) makes one instance per rollout, calls reset(**row) before
+# generating, and shows the model every public method but reset (and get_reward) as a tool.
+
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name in an expression; the "e" of 1e5 is not one
+
+
+class MemoryCalculator:
+    """The calculator with a memory that lasts one rollout: ``calculate``, then ``remember`` the result by name.
+
+    >>> env = MemoryCalculator()
+    >>> env.calculate("12 * 7"), env.remember("product"), env.calculate("product + 5")
+    ('84', 'stored product = 84', '89')
+    """
+
+    def __init__(self) -> None:
+        self.memory: dict[str, str] = {}
+        self.last: str | None = None
+
+    def reset(self, **row: Any) -> None:
+        """Forget everything: TRL calls this with the dataset row before each rollout."""
+        self.memory, self.last = {}, None
+
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression with +, -, * and /, in which stored names stand for their values.
+
+        Args:
+            expression: The expression to evaluate, for example "47 + 38" or "product + 5".
+        """
+        if isinstance(expression, str):
+            unknown = sorted({n for n in _NAME.findall(expression) if n not in self.memory})
+            if unknown:
+                raise ValueError(f"unknown name(s) {unknown}: store a result first with remember, or use numbers")
+            expression = _NAME.sub(lambda m: f"({self.memory[m.group(0)]})", expression)
+        self.last = calculator(expression)
+        return self.last
+
+    def remember(self, name: str) -> str:
+        """Store the last result under a name, to use in later calculations.
+
+        Args:
+            name: A short name of letters, for example "total".
+        """
+        if self.last is None:
+            raise ValueError("nothing to remember yet: call calculate first")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"name must be letters, digits or _, starting with a letter, such as 'total'; got {name!r}"
+            )
+        self.memory[name] = self.last
+        return f"stored {name} = {self.last}"
 
 
 # Rollouts outside training -----------------------------------------------------------------------------------

@@ -204,3 +204,67 @@ def test_pessimistic_mistakes(pessimistic, says):
     result = exercises.check_pessimistic(pessimistic)
     assert not result.passed
     assert says in result.message
+
+
+def _average(numbers: list[float]) -> str:
+    """The mean of the numbers.
+
+    Args:
+        numbers: The numbers to average, for example [2, 4, 9].
+    """
+    if not numbers:
+        raise ValueError("numbers is empty: pass at least one number")
+    return str(sum(numbers) / len(numbers))
+
+
+def _average_no_docstring(numbers: list[float]) -> str:
+    return str(sum(numbers) / len(numbers))
+
+
+def _average_of_text(numbers: str) -> str:
+    """The mean.
+
+    Args:
+        numbers: Comma-separated numbers.
+    """
+    return "0"
+
+
+def _average_silent_on_empty(numbers: list[float]) -> str:
+    """The mean.
+
+    Args:
+        numbers: The numbers.
+    """
+    return str(sum(numbers) / max(len(numbers), 1))  # [] gives "0.0": a silent wrong answer
+
+
+def _average_off_by_one(numbers: list[float]) -> str:
+    """The mean.
+
+    Args:
+        numbers: The numbers.
+    """
+    return str(sum(numbers) / (len(numbers) + 1))
+
+
+def test_average_tool_solution_passes():
+    result = exercises.check_average_tool(_average)  # "5.0" counts: the model reads the number either way
+    assert result.passed, result.message
+    result = exercises.check_average_tool(solution_namespace("10_tools_and_agents")["average"])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(
+    ("average", "says"),
+    [
+        (_average_no_docstring, "schema"),  # TRL needs a docstring with Args: to describe the tool
+        (_average_of_text, "array"),
+        (_average_off_by_one, "expected the text of 5"),  # (2 + 4 + 9) / 4 = 3.75, not 5
+        (_average_silent_on_empty, "empty"),
+    ],
+)
+def test_average_tool_mistakes(average, says):
+    result = exercises.check_average_tool(average)
+    assert not result.passed
+    assert says in result.message

@@ -20,6 +20,7 @@ from trl.chat_template_utils import parse_response, supports_tool_calling
 from course_utils.tools import (
     NO_TOOL_SYSTEM_PROMPT,
     TOOL_SYSTEM_PROMPT,
+    MemoryCalculator,
     answer_reward,
     calculator,
     calculator_problems,
@@ -175,6 +176,29 @@ def test_tool_call_examples_teach_the_call_and_nothing_after_it():
     assert text.endswith("<|im_start|>assistant\n" + call_text(rows[0]["expression"]) + "<|im_end|>\n")
     with pytest.raises(ValueError, match="between 1 and the 4 rows"):
         tool_call_examples(rows, n=5)
+
+
+def test_tool_call_examples_with_answers_and_direct_rows():
+    """call_share of the rows call, the others answer at once; answers=True shows every row's turn after a reply."""
+    rows = calculator_problems(n_train=4, n_test=1)["train"]
+    examples = tool_call_examples(rows, n=4, answers=True, call_share=0.5)
+    kinds = ["call" if e["completion"][0].get("tool_calls") else "after reply" if e["prompt"][-1]["role"] == "tool"
+             else "direct" for e in examples]  # fmt: skip
+    # rows 1 and 3 call (2 of 4, spread out); every row, calling or not, also shows what follows a reply
+    assert kinds == ["direct", "after reply", "call", "after reply"] * 2
+    assert examples[0]["completion"][0]["content"] == rows[0]["answer"]  # the direct path: the number, no call
+    after = examples[1]  # row 0's turn after the reply: its call and the calculator's result are the prompt
+    assert after["prompt"][-2]["tool_calls"][0]["function"]["arguments"] == {"expression": rows[0]["expression"]}
+    reply = {"role": "tool", "name": "calculator", "content": rows[0]["answer"], "tool_calls": None}
+    assert after["prompt"][-1] == reply
+    assert after["completion"] == [{"role": "assistant", "content": rows[0]["answer"], "tool_calls": None}]
+    tokenizer = use_tool_chat_template(byte_tokenizer())
+    text = tokenizer.apply_chat_template(after["prompt"] + after["completion"], tools=[calculator], tokenize=False)
+    assert text.endswith(f"<tool_response>\n{rows[0]['answer']}\n</tool_response><|im_end|>\n"
+                         f"<|im_start|>assistant\n{rows[0]['answer']}<|im_end|>\n")  # fmt: skip
+    assert len(tool_call_examples(rows, n=4, call_share=0.0)) == 4  # nobody calls: 4 direct answers
+    with pytest.raises(ValueError, match="call_share"):
+        tool_call_examples(rows, n=4, call_share=1.5)
 
 
 # Rewards ----------------------------------------------------------------------------------------------------
@@ -407,3 +431,55 @@ def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path):
     assert tool_use_report(rollouts, answers) == {
         "accuracy": 2 / 4, "calls": 2 / 4, "failed_calls": 1 / 4, "unparsed_calls": 1 / 4,
     }  # fmt: skip
+
+
+# An environment ------------------------------------------------------------------------------------------------
+
+
+def test_memory_calculator_keeps_state_per_instance_and_reset_clears_it():
+    env, other = MemoryCalculator(), MemoryCalculator()
+    assert env.calculate("12 * 7") == "84"
+    assert env.remember("product") == "stored product = 84"
+    assert env.calculate("product + 5") == "89"  # (84) + 5
+    assert env.calculate("product * product") == "7056"  # 84 * 84
+    assert env.calculate("2e3 / 4") == "500"  # the e of 2e3 is not a name
+    with pytest.raises(ValueError, match=r"unknown name\(s\) \['product'\]"):
+        other.calculate("product + 5")  # another rollout's instance: its memory is its own
+    env.reset(question="What is 1 + 1?", answer="2")  # TRL passes the row's columns
+    assert env.memory == {} and env.last is None
+
+
+@pytest.mark.parametrize(
+    ("steps", "error"),
+    [
+        ([("remember", "total")], "nothing to remember yet: call calculate first"),
+        ([("calculate", "1 + 1"), ("remember", "2x")], "such as 'total'; got '2x'"),
+        ([("calculate", "total + 1")], "store a result first with remember"),
+        ([("calculate", ["1", "2"])], "expression must be a string"),
+        ([("calculate", "1 / 0")], "division by zero"),
+    ],
+)
+def test_memory_calculator_errors_say_what_to_change(steps, error):
+    env = MemoryCalculator()
+    *before, (method, argument) = steps
+    for name, value in before:
+        getattr(env, name)(value)
+    with pytest.raises((ValueError, TypeError), match=re.escape(error)):
+        getattr(env, method)(argument)
+
+
+def test_grpo_trainer_shows_the_environment_methods_as_tools(tmp_path):
+    """environment_factory: TRL offers calculate and remember (not reset) and renders their schema in the prompt."""
+    tokenizer = use_tool_chat_template(byte_tokenizer())
+    data = calculator_problems(n_train=2, n_test=0, seed=0)["train"]
+    args = GRPOConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=64, max_tool_calling_iterations=2, logging_steps=1, save_strategy="no",
+        report_to="none", bf16=False, use_cpu=True, seed=0,
+    )  # fmt: skip
+    trainer = GRPOTrainer(model=LlamaForCausalLM(tiny_config(tokenizer)), reward_funcs=[answer_reward], args=args,
+                          train_dataset=data, processing_class=tokenizer,
+                          environment_factory=MemoryCalculator)  # fmt: skip
+    assert [tool.__name__ for tool in trainer.tools] == ["calculate", "remember"]
+    text = tokenizer.apply_chat_template(data[0]["prompt"], tools=trainer.tools, tokenize=False)
+    assert '"name": "remember"' in text and "stored names stand for their values" in text
