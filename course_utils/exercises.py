@@ -336,7 +336,8 @@ def check_average_tool(average: Callable[..., Any]) -> ExerciseResult:
     cases = [([2, 4, 9], 5.0), ([1.5, 2], 1.75), ([7], 7.0)]  # (2 + 4 + 9) / 3 = 5; (1.5 + 2) / 2 = 1.75
     for numbers, expected in cases:
         result = tool_reply({"name": schema["name"], "arguments": {"numbers": numbers}}, [average])["content"]
-        if parse_number(result) is None or not math.isclose(parse_number(result), expected):
+        value = parse_number(result)
+        if value is None or not math.isclose(value, expected):
             return ExerciseResult(
                 name, False, f"average({numbers}) gave {result!r}, expected the text of {expected:g}."
             )
