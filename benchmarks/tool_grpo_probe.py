@@ -18,6 +18,8 @@ call 0.2):
     2026-11-24, call-only warm start (2 steps of 8, lr 3e-5), max_completion_length 48:
         warm start: calls 0.225, accuracy 0 (its answers echo the reply: "<tool_response>\n174\n</")
         after 8 GRPO steps: calls 1.000, accuracy 0.000; the sampled answer reward 0 at every step
+        --temperature 0.7: sampled calls 0.125 -> 1.0 by step 4; answer_reward 0 on all 64 rollouts
+        --warm-start-steps 1: no call in greedy rollouts nor in the first 16 samples (no signal; stopped)
     2026-11-25, the cause: max_completion_length counts the call, the tool's reply and the answer together
         (63 tokens for one exchange); at 48, TRL drops the reply, so no sampled rollout could be right.
     --max-completion-length 80 (call-only warm start): calls 0.225, accuracy 0; sampled calls 0-25% over
