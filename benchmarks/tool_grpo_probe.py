@@ -6,8 +6,9 @@
 The warm start is ``SFTTrainer`` on ``tool_call_examples`` (by default the call only; ``--answers`` adds the turn
 after the tool's reply, ``--call-share`` leaves some rows answering at once). Then
 ``GRPOTrainer(tools=[calculator])`` with ``max_tool_calling_iterations=1`` and the rewards of
-``course_utils.tools`` (answer 1.0, well-formed call 0.2, failed call 0.2). Held-out rollouts are greedy
-(``tool_rollouts``), before and after GRPO; each GRPO step prints its rewards, the tool metrics TRL logs,
+``course_utils.tools`` (answer 1.0, well-formed call ``--call-weight`` 0.2, failed call 0.2). Held-out rollouts
+are greedy (``tool_rollouts``, 64 tokens for the first turn as in notebook 10; 48 before 2026-11-25), before and
+after GRPO; each GRPO step prints its rewards, the tool metrics TRL logs,
 the entropy and TRL's ``step_time``. "number in last turn" counts final messages holding the right number
 anywhere, so that an answer in the wrong wrapper shows apart from a wrong answer.
 
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-completion-length", type=int, default=48)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--call-weight", type=float, default=0.2, help="weight of the well-formed-call reward")
     parser.add_argument("--n-eval", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -115,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         sft.train()
     print(f"warm start: {args.warm_start_steps} steps in {time.perf_counter() - start:.0f} s")
     start = time.perf_counter()
-    report("warm start", tool_rollouts(model, tokenizer, test["prompt"]), test["answer"], time.perf_counter() - start)
+    report(
+        "warm start",
+        tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64),
+        test["answer"],
+        time.perf_counter() - start,
+    )
     if not args.steps:
         return 0
 
@@ -132,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         output_dir="outputs/probe/grpo", max_steps=args.steps, per_device_train_batch_size=args.batch,
         num_generations=args.generations, max_completion_length=args.max_completion_length,
         max_tool_calling_iterations=1, learning_rate=args.learning_rate, lr_scheduler_type="constant", beta=0.0,
-        temperature=args.temperature, reward_weights=[1.0, 0.2, 0.2, 0.0], logging_steps=1, save_strategy="no",
-        report_to="none", bf16=False, seed=args.seed, disable_tqdm=True,
+        temperature=args.temperature, reward_weights=[1.0, args.call_weight, 0.2, 0.0], logging_steps=1,
+        save_strategy="no", report_to="none", bf16=False, seed=args.seed, disable_tqdm=True,
     )  # fmt: skip
     seen = {"calls": 0}
 
@@ -151,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.redirect_stdout(io.StringIO()):  # TRL's own log lines; PrintSteps prints the ones that matter
         trainer.train()
     start = time.perf_counter()
-    report("after GRPO", tool_rollouts(model, tokenizer, test["prompt"]), test["answer"], time.perf_counter() - start)
+    report(
+        "after GRPO",
+        tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64),
+        test["answer"],
+        time.perf_counter() - start,
+    )
     return 0
 
 
