@@ -102,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     data = calculator_problems(n_train=200, n_test=args.n_eval, seed=args.seed)
     test = data["test"]
 
+    def held_out(label: str) -> None:  # greedy rollouts at notebook 10's 64 tokens for the first turn
+        start = time.perf_counter()
+        rollouts = tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64)
+        report(label, rollouts, test["answer"], time.perf_counter() - start)
+
     start = time.perf_counter()
     examples = tool_call_examples(
         data["train"], args.warm_start_examples, answers=args.answers, call_share=args.call_share
@@ -116,13 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.redirect_stdout(io.StringIO()):
         sft.train()
     print(f"warm start: {args.warm_start_steps} steps in {time.perf_counter() - start:.0f} s")
-    start = time.perf_counter()
-    report(
-        "warm start",
-        tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64),
-        test["answer"],
-        time.perf_counter() - start,
-    )
+    held_out("warm start")
     if not args.steps:
         return 0
 
@@ -157,13 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):  # TRL's own log lines; PrintSteps prints the ones that matter
         trainer.train()
-    start = time.perf_counter()
-    report(
-        "after GRPO",
-        tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64),
-        test["answer"],
-        time.perf_counter() - start,
-    )
+    held_out("after GRPO")
     return 0
 
 
