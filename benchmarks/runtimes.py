@@ -9,6 +9,9 @@
 notebook and preset, the range of the measurements taken on the most recent date. Failed runs are not
 recorded: a runtime only counts when the notebook also learned what it claims. ``tests/test_docs.py`` checks
 that the README's table matches the record, so an edit by hand fails the test suite.
+
+Each notebook's own "Expected runtime" table is rendered from the same record: its runtime column shows the
+range and the date measured (``4.0–4.7 min (measured 2026-11-24)``), so a notebook cannot quote a stale number.
 """
 
 from __future__ import annotations
@@ -79,6 +82,44 @@ def render_readme(text: str, record: dict) -> str:
     return "\n".join(out)
 
 
+def notebook_cell(record: dict, notebook: str, preset: str) -> str:
+    """A notebook table's runtime cell: '2.0–2.4 min (measured 2026-11-24)', or 'not measured yet'."""
+    value = cell(record, notebook, preset)
+    if value == NOT_MEASURED:
+        return value
+    latest = max(m["date"] for m in record["measurements"] if m["notebook"] == notebook and m["preset"] == preset)
+    return f"{value} (measured {latest})"
+
+
+def render_notebook_table(text: str, record: dict, notebook: str) -> str:
+    """A notebook's first cell with each runtime-table row's last cell (the row of preset `p`) from the record."""
+    out = []
+    for line in text.split("\n"):
+        match = re.match(r"^\| [^|]+ \| `([a-z0-9-]+)`[^|]* \|", line)
+        if match and match[1] in COLUMNS:
+            cells = line.strip().strip("|").split(" | ")
+            cells[-1] = notebook_cell(record, notebook, match[1])
+            line = "| " + " | ".join(c.strip() for c in cells) + " |"
+        out.append(line)
+    return "\n".join(out)
+
+
+def render_notebooks(record: dict, root: Path = REPO_ROOT) -> list[Path]:
+    """Rewrite the runtime table of every numbered notebook whose table differs from the record; returns them."""
+    import nbformat
+
+    changed = []
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        first = notebook.cells[0]
+        rendered = render_notebook_table(first.source, record, path.stem)
+        if rendered != first.source:
+            first.source = rendered
+            nbformat.write(notebook, path)
+            changed.append(path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("summaries", nargs="*", type=Path, help="runs/<time>/summary.json files from make course")
@@ -89,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     RECORD.parent.mkdir(parents=True, exist_ok=True)
     RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     README.write_text(render_readme(README.read_text(), record))
-    print(f"README runtime columns rewritten from {RECORD.relative_to(REPO_ROOT)}")
+    changed = render_notebooks(record)
+    print(f"README runtime columns and {len(changed)} notebook table(s) rewritten from {RECORD.relative_to(REPO_ROOT)}")
     return 0
 
 

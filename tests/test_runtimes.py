@@ -51,3 +51,30 @@ def test_a_malformed_readme_row_is_refused():
     rt = _runtimes()
     with pytest.raises(ValueError, match="cells"):
         rt.render_readme("| 01 | [x](notebooks/01_x.ipynb) | a | 1 min |", {"measurements": []})
+
+
+def test_every_notebook_runtime_table_is_the_rendered_record():
+    import nbformat
+
+    rt = _runtimes()
+    record = rt.load_record()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        first = nbformat.read(path, as_version=4).cells[0].source
+        assert "(measured " in first, f"{path.name} has no measured runtime in its first cell's table"
+        assert rt.render_notebook_table(first, record, path.stem) == first, (
+            f"{path.name}'s runtime table differs from benchmarks/results/runtimes.json: run `make runtimes`"
+        )
+
+
+def test_a_notebook_table_row_gets_the_range_and_the_date():
+    rt = _runtimes()
+    record = {"measurements": [
+        {"notebook": "01_demo", "preset": "cpu", "minutes": m, "date": "2026-01-02", "machine": "x", "source": "y"}
+        for m in (4.0, 4.7)
+    ]}  # fmt: skip
+    table = "| CPU | `cpu` | 16 | 9 min |\n| T4 | `t4` | 40 | 1 min |\n| hardware | preset | steps | runtime |"
+    assert rt.render_notebook_table(table, record, "01_demo").split("\n") == [
+        "| CPU | `cpu` | 16 | 4.0–4.7 min (measured 2026-01-02) |",  # the range on the latest date
+        "| T4 | `t4` | 40 | not measured yet |",  # no t4 row in the record
+        "| hardware | preset | steps | runtime |",  # not a preset row: left alone
+    ]
