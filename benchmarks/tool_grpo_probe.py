@@ -63,6 +63,25 @@ def report(label: str, rollouts: list, answers: list[str], seconds: float) -> No
     print(f"    first rollout: {rollouts[0]}", flush=True)
 
 
+def call_probability(model, tokenizer, prompts: list, tools: list) -> float:
+    """The mean probability, over ``prompts``, that a sampled first turn (temperature 1) opens with a call.
+
+    Teacher-forced: the log-probability of the tokens of ``<tool_call>`` right after the generation prompt.
+    Greedy rollouts say only which path is likelier; this is the share of GRPO's samples that will call.
+    """
+    import torch
+
+    opening = tokenizer("<tool_call>", add_special_tokens=False)["input_ids"]
+    total = 0.0
+    for prompt in prompts:
+        text = tokenizer.apply_chat_template(prompt, tools=tools, add_generation_prompt=True, tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + opening], device=model.device)).logits[0, len(ids) - 1 : -1]
+        total += torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(opening)[:, None]).sum().exp().item()
+    return total / len(prompts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm-start-examples", type=int, default=16)
@@ -106,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         rollouts = tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64)
         report(label, rollouts, test["answer"], time.perf_counter() - start)
+        calling = call_probability(model, tokenizer, test["prompt"], [calculator])
+        print(f"    sampled first turns that call: {calling:.3f}")
 
     start = time.perf_counter()
     examples = tool_call_examples(
