@@ -29,7 +29,7 @@ help:
 	@echo "make bench    step cost and time to learn: TRL defaults, the course, the published course recipe"
 	@echo "make prove    each notebook in CI mode as written and with learning_rate=0: learning checks must fail then"
 	@echo "make seeds    each notebook in CI mode with untuned seeds (SEEDS=\"101 202 303\"): each must pass"
-	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes and regenerate the README table"
+	@echo "make runtimes RUNS=\"runs/<time>/summary.json\"  record make course runtimes; regenerate the README and notebook tables"
 	@echo "make gpu-check  on a CUDA GPU: every notebook with presets t4 and gpu; runtimes and learning numbers recorded"
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"

@@ -56,14 +56,21 @@ def add_summary(record: dict, summary_path: Path, date: str | None = None, host:
     return added
 
 
-def cell(record: dict, notebook: str, preset: str) -> str:
-    """'4.0 min', '4.0–5.6 min' (the range on the latest date measured), or 'not measured yet'."""
+def latest(record: dict, notebook: str, preset: str) -> tuple[str, list[float]] | None:
+    """The latest date this notebook and preset were measured, and that date's minutes sorted; None if never."""
     rows = [m for m in record["measurements"] if m["notebook"] == notebook and m["preset"] == preset]
     if not rows:
+        return None
+    date = max(m["date"] for m in rows)
+    return date, sorted(m["minutes"] for m in rows if m["date"] == date)
+
+
+def cell(record: dict, notebook: str, preset: str) -> str:
+    """'4.0 min', '4.0–5.6 min' (the range on the latest date measured), or 'not measured yet'."""
+    measured = latest(record, notebook, preset)
+    if measured is None:
         return NOT_MEASURED
-    latest = max(m["date"] for m in rows)
-    minutes = sorted(m["minutes"] for m in rows if m["date"] == latest)
-    low, high = minutes[0], minutes[-1]
+    low, high = measured[1][0], measured[1][-1]
     return f"{low:.1f} min" if low == high else f"{low:.1f}–{high:.1f} min"
 
 
@@ -84,15 +91,12 @@ def render_readme(text: str, record: dict) -> str:
 
 def notebook_cell(record: dict, notebook: str, preset: str) -> str:
     """A notebook table's runtime cell: '2.0–2.4 min (measured 2026-11-24)', or 'not measured yet'."""
-    value = cell(record, notebook, preset)
-    if value == NOT_MEASURED:
-        return value
-    latest = max(m["date"] for m in record["measurements"] if m["notebook"] == notebook and m["preset"] == preset)
-    return f"{value} (measured {latest})"
+    measured = latest(record, notebook, preset)
+    return NOT_MEASURED if measured is None else f"{cell(record, notebook, preset)} (measured {measured[0]})"
 
 
 def render_notebook_table(text: str, record: dict, notebook: str) -> str:
-    """A notebook's first cell with each runtime-table row's last cell (the row of preset `p`) from the record."""
+    """A notebook's first cell with the last cell of each runtime-table row that names a preset (`cpu`) rendered."""
     out = []
     for line in text.split("\n"):
         match = re.match(r"^\| [^|]+ \| `([a-z0-9-]+)`[^|]* \|", line)

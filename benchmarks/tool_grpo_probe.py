@@ -84,13 +84,14 @@ def call_probability(model, tokenizer, prompts: list, tools: list) -> float:
     import torch
 
     opening = tokenizer("<tool_call>", add_special_tokens=False)["input_ids"]
+    targets = torch.tensor(opening, device=model.device)[:, None]
     total = 0.0
     for prompt in prompts:
         text = tokenizer.apply_chat_template(prompt, tools=tools, add_generation_prompt=True, tokenize=False)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             logits = model(torch.tensor([ids + opening], device=model.device)).logits[0, len(ids) - 1 : -1]
-        total += torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(opening)[:, None]).sum().exp().item()
+        total += torch.log_softmax(logits.float(), -1).gather(1, targets).sum().exp().item()
     return total / len(prompts)
 
 
