@@ -41,4 +41,5 @@ def test_notebook_runs_and_learns_in_ci_mode(path, tmp_path):
         o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
     ]
     assert not errors
-    print(f"{path.stem}: {run.seconds:.0f} s, {run.record['metrics']}")
+    memory = run.record["peak_memory_mb"]
+    print(f"{path.stem}: {run.seconds:.0f} s, peak kernel memory {memory} MB, {run.record['metrics']}")

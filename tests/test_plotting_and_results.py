@@ -1,4 +1,5 @@
 import json
+import sys
 import time
 
 import matplotlib
@@ -101,3 +102,16 @@ def test_guards_are_kept_apart_from_learning_checks(monkeypatch, capsys):
     assert record["passed"] is False, "a failed guard fails the run too"
     out = capsys.readouterr().out
     assert "Learning checks" in out and "Guards" in out
+
+
+def test_record_results_keeps_the_peak_memory(monkeypatch):
+    """The record carries the process's peak RSS: 200 MB this test holds must show in it."""
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    ballast = bytearray(200_000_000)  # 200 MB touched: RSS grows by about that much
+    ballast[::4096] = b"\x01" * len(ballast[::4096])
+    record = record_results("00_demo", {"x": 1}, {"ok": True})
+    del ballast
+    if sys.platform == "win32":
+        assert record["peak_memory_mb"] is None  # Windows has no getrusage: the record says so instead of guessing
+    else:
+        assert record["peak_memory_mb"] >= 200, f"peak RSS {record['peak_memory_mb']} MB, below the 200 MB held here"
