@@ -31,8 +31,8 @@ def summarise(runs: list[NotebookRun], preset: str) -> str:
     lines = [
         f"# Course run {time.strftime('%Y-%m-%d %H:%M')}, preset `{preset}`",
         "",
-        "| notebook | status | runtime | measured | checks |",
-        "|---|---|---|---|---|",
+        "| notebook | status | runtime | peak memory | measured | checks |",
+        "|---|---|---|---|---|---|",
     ]
     for run in runs:
         metrics = (run.record or {}).get("metrics", {})
@@ -40,7 +40,9 @@ def summarise(runs: list[NotebookRun], preset: str) -> str:
         claims = {**(run.record or {}).get("checks", {}), **(run.record or {}).get("guards", {})}
         checks = "; ".join(f"{'PASS' if ok else 'FAIL'}: {c}" for c, ok in claims.items())
         outcome = checks or _last_line(run.error)
-        lines.append(f"| {run.notebook} | {run.status} | {run.seconds / 60:.1f} min | {shown} | {outcome} |")
+        peak = (run.record or {}).get("peak_memory_mb")
+        memory = f"{peak / 1000:.1f} GB" if peak else "-"  # the kernel's peak RSS (course_utils.results)
+        lines.append(f"| {run.notebook} | {run.status} | {run.seconds / 60:.1f} min | {memory} | {shown} | {outcome} |")
     total = sum(r.seconds for r in runs)
     lines += ["", f"Total: {total / 60:.1f} min; {sum(r.passed for r in runs)}/{len(runs)} notebooks passed."]
     return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ import pytest
 
 matplotlib.use("Agg")
 
+from repo_modules import load  # noqa: E402
+
 from course_utils.plotting import LiveRewardPlot, metric_series, plot_metrics  # noqa: E402
 from course_utils.results import RESULTS_ENV, record_results  # noqa: E402
 
@@ -115,3 +117,15 @@ def test_record_results_keeps_the_peak_memory(monkeypatch):
         assert record["peak_memory_mb"] is None  # Windows has no getrusage: the record says so instead of guessing
     else:
         assert record["peak_memory_mb"] >= 200, f"peak RSS {record['peak_memory_mb']} MB, below the 200 MB held here"
+
+
+def test_course_summary_shows_each_notebooks_peak_memory(tmp_path):
+    """make course's summary.md: 5731.4 MB -> "5.7 GB"; a run that recorded nothing shows "-"."""
+    runner = load("scripts/notebook_runner.py")
+    summarise = load("scripts/run_course.py").summarise
+    learned = runner.NotebookRun("01_demo", tmp_path, 90.0, None, {"passed": True, "checks": {"ok": True},
+                                                                   "metrics": {}, "peak_memory_mb": 5731.4})
+    crashed = runner.NotebookRun("02_demo", tmp_path, 30.0, "PapermillExecutionError: boom", None)
+    rows = [line for line in summarise([learned, crashed], "cpu-ci").splitlines() if "_demo" in line]
+    assert rows[0].startswith("| 01_demo | pass | 1.5 min | 5.7 GB |")  # 90 s = 1.5 min
+    assert rows[1].startswith("| 02_demo | error | 0.5 min | - |")
