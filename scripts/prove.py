@@ -137,18 +137,18 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
     lines += ["", "### `make seeds`: each notebook as written, with seeds it was not written with", ""]
     if not seeds:
         return "\n".join([*lines, "No seed runs of the current notebooks yet."])
-    lines += ["| notebook | " + " | ".join(f"seed {s}" for s in seeds) + " | passed |",
+    lines += ["| notebook | " + " | ".join(f"seed {s}" for s in seeds) + " | passed, of the seeds run |",
               "|---|" + "---|" * (len(seeds) + 1)]  # fmt: skip
     for stem, runs in by_nb.items():
-        cells, passed = [], 0
+        cells, passed, ran = [], 0, 0
         for s in seeds:
             latest = next((r for r in reversed(runs) if r["kind"] == "seed" and r["parameters"].get("seed") == s), None)
             if latest is None:
                 cells.append("not run")
                 continue
-            passed += latest["passed"]
+            passed, ran = passed + latest["passed"], ran + 1
             cells.append(("pass" if latest["passed"] else "FAIL") + f" ({latest['minutes']} min)")
-        lines.append(f"| {stem} | " + " | ".join(cells) + f" | {passed}/{len(seeds)} |")
+        lines.append(f"| {stem} | " + " | ".join(cells) + f" | {passed}/{ran} |")
     return "\n".join(lines)
 
 

@@ -77,6 +77,20 @@ def test_seed_table_shows_each_seed_and_the_exit_status_follows_it(tmp_path):
     assert prove.all_good(rows, [nb], "seeds")
 
 
+def test_seed_table_counts_passes_among_the_seeds_each_notebook_ran(tmp_path):
+    """A seed another notebook ran adds a column; here it is "not run", and 1 of the 1 seed run passed."""
+    prove = _prove()
+    first = _notebook(tmp_path)
+    second = tmp_path / "02_demo.ipynb"
+    second.write_text(first.read_text())
+    rows = [_row("seed", {"g": True}, True, prove.code_hash(first), seed=101),
+            _row("seed", {"g": True}, True, prove.code_hash(second), seed=404)]
+    rows[1]["notebook"] = "02_demo"
+    table = prove.render(rows, [first, second])
+    assert "| 01_demo | pass (1.0 min) | not run | 1/1 |" in table
+    assert "| 02_demo | not run | pass (1.0 min) | 1/1 |" in table
+
+
 def test_docs_tables_are_the_rendered_record():
     prove = _prove()
     doc = (ROOT / "docs" / "PROOF.md").read_text()
