@@ -35,14 +35,22 @@ def peak_memory_mb() -> float | None:
     """The peak resident memory so far of this process or of a finished child (notebook 09 trains in one), in MB.
 
     None where the OS does not report it (Windows). Example: ``peak_memory_mb()`` -> ``5731.4`` after a
-    notebook's GRPO run on a CPU.
+    notebook's GRPO run on a CPU. On Linux this process's own peak is ``VmHWM``: ``getrusage`` would report the
+    parent's memory instead when that was larger at the fork that started this process (a notebook kernel
+    started by a pytest process that holds a model).
     """
     try:
         import resource
     except ImportError:
         return None
-    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return round(peak / (1e6 if sys.platform == "darwin" else 1e3), 1)  # ru_maxrss: kB on Linux, bytes on macOS
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux, bytes on macOS
+    try:
+        with open("/proc/self/status") as status:
+            own = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))  # kB
+    except (OSError, StopIteration, ValueError):
+        pass
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # at most our own size at their fork
+    return round(max(own, children) / (1e6 if sys.platform == "darwin" else 1e3), 1)
 
 
 def record_results(

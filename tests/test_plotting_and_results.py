@@ -1,6 +1,7 @@
 import json
 import sys
 import time
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -129,3 +130,17 @@ def test_course_summary_shows_each_notebooks_peak_memory(tmp_path):
     rows = [line for line in summarise([learned, crashed], "cpu-ci").splitlines() if "_demo" in line]
     assert rows[0].startswith("| 01_demo | pass | 1.5 min | 5.7 GB |")  # 90 s = 1.5 min
     assert rows[1].startswith("| 02_demo | error | 0.5 min | - |")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork inheritance is Linux's getrusage")
+def test_peak_memory_is_the_processs_own_not_its_parents_at_the_fork():
+    """A child started while its parent held 500 MB reports its own few dozen MB (getrusage said 500+)."""
+    import subprocess
+
+    ballast = bytearray(500_000_000)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])
+    code = "from course_utils.results import peak_memory_mb; print(peak_memory_mb())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    del ballast
+    assert float(out) < 400, f"the child reported {out.strip()} MB: its parent's memory at the fork, not its own"
