@@ -30,7 +30,11 @@ from course_utils.hardware import KEY_LIBRARIES  # noqa: E402
 CORE_PACKAGES = (*KEY_LIBRARIES, "gguf", "safetensors", "matplotlib", "papermill")
 MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 declare Requires-Python >= 3.11
 MIN_FREE_DISK_GB = 3.0  # model cache (0.6 GB), checkpoints of notebooks 04 and 05, headroom
-MIN_MEMORY_GB = 6.0  # full fine-tuning of the 135M model in float32 peaks near 3 GB of RSS on the CPU
+MIN_MEMORY_GB = 6.0  # notebook 08 with its default parameters peaked at 4.9 GB of RSS on a CPU (2026-11-25)
+#: Peak RSS of the heaviest notebooks' kernels on a CPU, in GB (fresh-clone make test, CI mode, 2026-11-25;
+#: ``course_utils.results.peak_memory_mb``). Below ``EVERY_NOTEBOOK_GB`` of RAM, these are the ones at risk.
+HEAVY_NOTEBOOKS_GB = {"12": 11.9, "10": 9.9, "06": 8.1, "02": 7.9}
+EVERY_NOTEBOOK_GB = 14.0  # the heaviest kernel (12) plus room for the system and the browser
 REQUIREMENTS = REPO_ROOT / "requirements.txt"
 
 
@@ -144,6 +148,16 @@ def check_memory(total_gb: float | None = None, minimum_gb: float = MIN_MEMORY_G
             f"{total_gb:.1f} GB RAM",
             f"{minimum_gb:.0f} GB or more is safer; close other programs, or use preset cpu-ci",
         )
+    if total_gb < EVERY_NOTEBOOK_GB:
+        heavy = [f"{nb} ({gb:g} GB)" for nb, gb in HEAVY_NOTEBOOKS_GB.items() if gb > total_gb - 2]
+        if heavy:
+            return Check(
+                "memory",
+                "WARN",
+                f"{total_gb:.1f} GB RAM: enough for most notebooks",
+                f"notebooks {', '.join(heavy)} peaked above {total_gb - 2:g} GB of RSS on a CPU: close other "
+                "programs before running them",
+            )
     return Check("memory", "OK", f"{total_gb:.1f} GB RAM")
 
 
