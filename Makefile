@@ -20,7 +20,7 @@ LAB_ARGS ?=
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
 	@echo "make course   run every notebook headless (papermill) and write runs/<time>/summary.md"
-	@echo "make test     unit tests + every notebook in CI mode (preset cpu-ci), offline (TEST_WORKERS=2: two workers)"
+	@echo "make test     unit tests, then every notebook in CI mode (preset cpu-ci) side by side, offline"
 	@echo "make unit     the unit tests alone (no notebooks)"
 	@echo "make lab      open JupyterLab on the notebooks"
 	@echo "make ui-setup install Debian's chromium and chromium-driver for make ui-test (apt-get, as root or with sudo)"
@@ -51,12 +51,15 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml s
 course: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_course.py $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
 
-# make test runs in one process by default. TEST_WORKERS=2 runs two pytest-xdist workers, each with its share of the
-# cores (tests/conftest.py): 1.31x faster on 2 cores, but it needs more than 24 GiB of RAM: two notebooks side by
-# side peaked above it (06's kernel at 11.8 GB beside 02's at 6.5 GB and the workers' 5.8 GB; docs/BENCHMARKS.md).
-TEST_WORKERS ?= 1
+# make test: the unit tests in one process, then the notebooks side by side (scripts/notebook_tests.py):
+# NOTEBOOK_WORKERS at once, at most one per core, each with its share of the threads, and a notebook starts only if
+# its measured peak memory fits beside the running ones (12 never runs beside 10 on 24 GiB). NOTEBOOK_WORKERS=1:
+# one at a time. PYTEST_ARGS go to both parts. Both parts run; either failing fails make test.
+NOTEBOOK_WORKERS ?= 2
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal) $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook" $(PYTEST_ARGS); unit=$$?; \
+	HF_HUB_OFFLINE=1 $(PY) scripts/notebook_tests.py --workers $(NOTEBOOK_WORKERS) -- $(PYTEST_ARGS); \
+	notebooks=$$?; test $$unit -eq 0 -a $$notebooks -eq 0
 
 # The fast suite: logic on stub models. Leaves out the notebooks and the tests that load the real model (slow).
 unit: $(STAMP)

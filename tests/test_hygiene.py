@@ -3,8 +3,6 @@ GRPOConfig keywords that exist in the installed TRL, and ruff."""
 
 import ast
 import dataclasses
-import json
-import os
 import re
 import shlex
 import shutil
@@ -197,7 +195,7 @@ def _make_pytest_args(target: str) -> list[str]:
         ["make", "-n", target, "STAMP=", "PYTEST_ARGS="], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
     line = next(line for line in dry.stdout.splitlines() if " -m pytest" in line)
-    return shlex.split(line.split(" -m pytest", 1)[1])
+    return shlex.split(line.split(" -m pytest", 1)[1].split(";")[0])  # up to the next command on the line
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -206,7 +204,16 @@ def test_ci_runs_every_test_and_make_unit_leaves_out_only_the_notebooks_and_the_
 
     assert re.search(r"^make test$", (REPO_ROOT / ".ci" / "run").read_text(), re.M), ".ci/run must run make test"
     selecting = {"-m", "-k", "--deselect", "--ignore", "--lf"}
-    assert not selecting & set(_make_pytest_args("test")), "make test (what CI runs) must run every test"
+    test = _make_pytest_args("test")  # its first part: every test but the notebooks, which run side by side after
+    assert test[:2] == ["-m", "not notebook"] and not selecting & set(test[2:]), "make test must run every test"
+    # ... and the second part runs every notebook test: they are all in test_notebooks.py, one per notebook
+    marked = [p.name for p in (REPO_ROOT / "tests").glob("*.py") if re.search(r"mark\.notebook\b", p.read_text())]
+    assert marked == ["test_notebooks.py"], f"scripts/notebook_tests.py runs only test_notebooks.py's: {marked}"
+    import test_notebooks as notebooks
+
+    scheduler = load("scripts/notebook_tests.py")
+    assert scheduler.TEST == f"tests/test_notebooks.py::{notebooks.test_notebook_runs_and_learns_in_ci_mode.__name__}"
+    assert scheduler.course_notebooks() == notebooks.NOTEBOOKS
 
     unit = _make_pytest_args("unit")
     selected = Expression.compile(unit[unit.index("-m") + 1])
@@ -253,55 +260,3 @@ def test_one_checks_section_with_the_course_title(path):
     assert len(found) == 1, f"{path.name}: expected one '## N · Did it learn? The checks this notebook stands on'"
 
 
-def test_each_test_worker_gets_its_share_of_the_cores_and_a_set_value_is_kept():
-    from conftest import split_threads_between_workers
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    two_workers = {"PYTEST_XDIST_WORKER_COUNT": "2"}
-    split_threads_between_workers(two_workers)
-    assert two_workers["OMP_NUM_THREADS"] == str(max(1, cores // 2))  # 2 cores: 1 thread each
-    chosen = {"PYTEST_XDIST_WORKER_COUNT": "2", "OMP_NUM_THREADS": "3"}
-    split_threads_between_workers(chosen)
-    assert chosen["OMP_NUM_THREADS"] == "3"
-    one_process = {}
-    split_threads_between_workers(one_process)
-    assert one_process == {}
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_make_test_runs_one_process_by_default_and_two_workers_on_request():
-    """One process by default: two notebooks side by side were OOM-killed on a 24 GiB machine (Makefile)."""
-    dry = subprocess.run(["make", "-n", "test", "STAMP=", "PYTEST_ARGS="], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    assert " -n " not in dry and "--dist" not in dry
-    two = subprocess.run(["make", "-n", "test", "STAMP=", "PYTEST_ARGS=", "TEST_WORKERS=2"], cwd=REPO_ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    assert "-n 2 --dist worksteal" in two
-
-
-def test_notebooks_are_scheduled_last_and_longest_recorded_first(tmp_path):
-    import conftest
-
-    record = tmp_path / "runtimes.json"
-    record.write_text(json.dumps({"measurements": [
-        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 2.0},
-        {"notebook": "02_b", "preset": "cpu-ci", "minutes": 9.0},
-        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 3.0},  # the longest record counts: 3.0
-        {"notebook": "01_a", "preset": "cpu", "minutes": 50.0},  # another preset does not
-    ]}))
-    assert conftest.ci_minutes(record) == {"01_a": 3.0, "02_b": 9.0}
-    assert conftest.ci_minutes(tmp_path / "missing.json") == {}
-
-    class Item:
-        def __init__(self, name, notebook):
-            self.name, self.notebook = name, notebook
-            self.callspec = type("Callspec", (), {"id": name})() if notebook else None
-
-        def get_closest_marker(self, mark):
-            return self.notebook if mark == "notebook" else None
-
-    items = [Item("01_a", True), Item("unit", False), Item("02_b", True), Item("03_new", True)]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conftest, "RUNTIMES", record)
-        order = [item.name for item in conftest.longest_notebooks_last(items)]
-    assert order == ["unit", "03_new", "02_b", "01_a"]  # no record counts as longest

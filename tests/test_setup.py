@@ -217,7 +217,7 @@ def test_make_upgrade_check_installs_the_newest_versions_unconstrained_then_runs
 
 # --- learner, developer and Colab requirements ---------------------------------------------------------
 
-DEV_TOOLS = {"pytest", "hypothesis", "ruff", "nbstripout", "nbval", "nbformat", "selenium", "pytest-xdist"}
+DEV_TOOLS = {"pytest", "hypothesis", "ruff", "nbstripout", "nbval", "nbformat", "selenium", "psutil"}
 #: Never installed by the Colab cell: Colab's own torch and notebook stack, pins that fight Colab's data
 #: stack, the offline model, local-only tools.
 NOT_ON_COLAB = DEV_TOOLS | {
