@@ -5,7 +5,7 @@ exactly as under plain pytest. The scheduler only decides when each one starts:
 
 - the longest recorded notebooks first (``benchmarks/results/runtimes.json``), so the short ones fill the gaps;
 - at most ``--workers`` at once, each with its share of the cores (``OMP_NUM_THREADS``);
-- a notebook starts only if its recorded peak memory fits beside the ones running (``doctor.HEAVY_NOTEBOOKS_GB``);
+- a notebook starts only if its recorded peak memory fits beside the ones running (``doctor.NOTEBOOK_PEAK_GB``);
   on this 24 GiB machine 12 (11.9 GB) never runs beside 10 (9.9 GB). Alone, any notebook may start.
 
 Why not pytest-xdist: its ``--dist loadgroup``, which would keep the heavy notebooks apart, is a silent no-op
@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "scripts"))  # doctor.py and notebook_runner.py, when loaded from elsewhere
 
-from doctor import HEAVY_NOTEBOOKS_GB, OTHER_NOTEBOOKS_GB  # noqa: E402
+from doctor import NOTEBOOK_PEAK_GB  # noqa: E402
 from notebook_runner import course_notebooks  # noqa: E402
 
 RUNTIMES = REPO_ROOT / "benchmarks" / "results" / "runtimes.json"
@@ -47,7 +47,7 @@ class Job:
 
     name: str
     minutes: float = float("inf")  # no record: treated as the longest, so it starts early
-    peak_gb: float = OTHER_NOTEBOOKS_GB
+    peak_gb: float = max(NOTEBOOK_PEAK_GB.values())  # no record: treated as the heaviest measured
     beside: set[str] = field(default_factory=set)  # the notebooks that ran at the same time, for the report
     machine_gb: float = 0.0  # the most memory in use on the machine while it ran (sampled at each poll)
 
@@ -68,8 +68,12 @@ def ci_minutes(runtimes: Path = RUNTIMES) -> dict[str, float]:
 
 
 def plan(names: list[str], minutes: dict[str, float]) -> list[Job]:
-    """The jobs, longest recorded first, each with its peak memory (``"12_learned_rewards"`` -> 11.9 GB)."""
-    jobs = [Job(n, minutes.get(n, float("inf")), HEAVY_NOTEBOOKS_GB.get(n[:2], OTHER_NOTEBOOKS_GB)) for n in names]
+    """The jobs, longest recorded first, each with its peak memory (``"12_learned_rewards"`` -> 11.9 GB).
+
+    A notebook with no record counts as the longest and the heaviest, so a new one is started early and alone.
+    """
+    unmeasured = max(NOTEBOOK_PEAK_GB.values())
+    jobs = [Job(n, minutes.get(n, float("inf")), NOTEBOOK_PEAK_GB.get(n[:2], unmeasured)) for n in names]
     return sorted(jobs, key=lambda job: job.minutes, reverse=True)
 
 
@@ -166,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(memory in use: the most on the whole machine, of {total_gb:.1f} GB, while the notebook ran)")
     failed = [name for name, (code, _, _) in results.items() if code != 0]
     total = sum(minutes for _, minutes, _ in results.values())
-    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed: {wall:.1f} min wall for {total:.1f} min of "
-          f"notebook runs ({total / wall:.2f}x from running them side by side)" if wall else "no notebooks")
+    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed in {wall:.1f} min; the runs add up to "
+          f"{total:.1f} min with {env['OMP_NUM_THREADS']} thread(s) each")
     return 1 if failed or len(results) < len(jobs) else 0
 
 
