@@ -18,7 +18,9 @@ Example: ``python scripts/notebook_tests.py --workers 2 -- --durations=5``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,39 +98,41 @@ def run(jobs: list[Job], command, workers: int, budget_gb: float, env: dict[str,
     A job's output goes to a file and is printed whole when it ends, so two jobs' lines never interleave.
     """
     pending, running, results = list(jobs), {}, {}
-    logs = Path(tempfile.mkdtemp(prefix="notebook-tests-"))
-    try:
-        while pending or running:
-            while len(running) < workers and (job := next_job(pending, list(running), budget_gb)) is not None:
-                pending.remove(job)
-                for other in running:
-                    other.beside.add(job.name)
-                    job.beside.add(other.name)
-                log = (logs / f"{job.name}.log").open("w")
-                proc = subprocess.Popen(command(job), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                        cwd=REPO_ROOT, start_new_session=True)
-                running[job] = (proc, log, time.perf_counter())
-                others = sorted(o.name for o in running if o is not job)
-                print(f"started {job.name} (peak ~{job.peak_gb:g} GB){' beside ' if others else ''}{', '.join(others)}",
-                      flush=True)
-            time.sleep(poll_s)
-            memory = psutil.virtual_memory()
-            for job in running:
-                job.machine_gb = max(job.machine_gb, (memory.total - memory.available) / 1e9)
-            for job, (proc, log, start) in list(running.items()):
-                if proc.poll() is None:
-                    continue
+    with tempfile.TemporaryDirectory(prefix="notebook-tests-") as folder:  # the logs, removed at the end
+        logs = Path(folder)
+        try:
+            while pending or running:
+                while len(running) < workers and (job := next_job(pending, list(running), budget_gb)) is not None:
+                    pending.remove(job)
+                    for other in running:
+                        other.beside.add(job.name)
+                        job.beside.add(other.name)
+                    log = (logs / f"{job.name}.log").open("w")
+                    proc = subprocess.Popen(command(job), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            cwd=REPO_ROOT, start_new_session=True)
+                    running[job] = (proc, log, time.perf_counter())
+                    beside = ", ".join(sorted(o.name for o in running if o is not job))
+                    print(f"started {job.name} (peak ~{job.peak_gb:g} GB){' beside ' + beside if beside else ''}",
+                          flush=True)
+                time.sleep(poll_s)
+                memory = psutil.virtual_memory()
+                for job in running:
+                    job.machine_gb = max(job.machine_gb, (memory.total - memory.available) / 1e9)
+                for job, (proc, log, start) in list(running.items()):
+                    if proc.poll() is None:
+                        continue
+                    log.close()
+                    del running[job]
+                    minutes = (time.perf_counter() - start) / 60
+                    text = (logs / f"{job.name}.log").read_text(errors="replace")
+                    results[job.name] = (proc.returncode, minutes, text)
+                    verdict = "passed" if proc.returncode == 0 else f"FAILED (pytest exit code {proc.returncode})"
+                    print(f"\n===== {job.name}: {verdict} in {minutes:.1f} min =====\n{text}", flush=True)
+        finally:
+            for proc, log, _ in running.values():  # interrupted: stop the jobs and their kernels
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
                 log.close()
-                del running[job]
-                minutes = (time.perf_counter() - start) / 60
-                text = (logs / f"{job.name}.log").read_text(errors="replace")
-                results[job.name] = (proc.returncode, minutes, text)
-                verdict = "passed" if proc.returncode == 0 else f"FAILED (pytest exit code {proc.returncode})"
-                print(f"\n===== {job.name}: {verdict} in {minutes:.1f} min =====\n{text}", flush=True)
-    finally:
-        for proc, log, _ in running.values():  # interrupted: stop the jobs and their kernels
-            os.killpg(proc.pid, 15)
-            log.close()
     return results
 
 

@@ -71,12 +71,14 @@ def test_stub_jobs_run_side_by_side_within_the_workers_and_the_memory(capsys):
     assert "===== 03: FAILED (pytest exit code 1)" in out and "===== 12: passed" in out  # each log printed whole
 
 
-def test_one_worker_runs_the_notebooks_one_after_another():
+def test_one_worker_runs_the_notebooks_one_after_another_and_leaves_no_logs_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(scheduler.tempfile, "tempdir", str(tmp_path))  # where the run keeps its logs
     jobs = [Job("a", 2), Job("b", 1)]
     results = scheduler.run(jobs, lambda job: [sys.executable, "-c", STUB, job.name, "0"],
                             workers=1, budget_gb=100.0, env=None, poll_s=0.02)
     span = spans(results)
     assert not overlap(span["a"], span["b"]) and span["a"][1] <= span["b"][0]  # the longest first
+    assert list(tmp_path.iterdir()) == []  # the logs were printed, then removed with their folder
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
