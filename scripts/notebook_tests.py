@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -39,8 +40,10 @@ from notebook_runner import course_notebooks  # noqa: E402
 
 RUNTIMES = REPO_ROOT / "benchmarks" / "results" / "runtimes.json"
 TEST = "tests/test_notebooks.py::test_notebook_runs_and_learns_in_ci_mode"
-#: Kept back from the memory available at the start: the pytest processes (about 0.3 GB each) and the system.
+#: Kept back from the memory available at the start: the pytest processes and the system.
 RESERVE_GB = 3.0
+#: The peak a notebook with no record counts with: the heaviest measured, so a new notebook starts alone.
+UNMEASURED_GB = max(NOTEBOOK_PEAK_GB.values())
 
 
 @dataclass(eq=False)  # compared and hashed by identity: the scheduler keys its running jobs by them
@@ -49,15 +52,13 @@ class Job:
 
     name: str
     minutes: float = float("inf")  # no record: treated as the longest, so it starts early
-    peak_gb: float = max(NOTEBOOK_PEAK_GB.values())  # no record: treated as the heaviest measured
+    peak_gb: float = UNMEASURED_GB
     beside: set[str] = field(default_factory=set)  # the notebooks that ran at the same time, for the report
     machine_gb: float = 0.0  # the most memory in use on the machine while it ran (sampled at each poll)
 
 
 def ci_minutes(runtimes: Path = RUNTIMES) -> dict[str, float]:
     """The longest recorded ``cpu-ci`` runtime of each notebook, in minutes; empty without a record."""
-    import json
-
     try:
         rows = json.loads(runtimes.read_text())["measurements"]
     except (OSError, ValueError, KeyError):
@@ -74,8 +75,7 @@ def plan(names: list[str], minutes: dict[str, float]) -> list[Job]:
 
     A notebook with no record counts as the longest and the heaviest, so a new one is started early and alone.
     """
-    unmeasured = max(NOTEBOOK_PEAK_GB.values())
-    jobs = [Job(n, minutes.get(n, float("inf")), NOTEBOOK_PEAK_GB.get(n[:2], unmeasured)) for n in names]
+    jobs = [Job(n, minutes.get(n, float("inf")), NOTEBOOK_PEAK_GB.get(n[:2], UNMEASURED_GB)) for n in names]
     return sorted(jobs, key=lambda job: job.minutes, reverse=True)
 
 
