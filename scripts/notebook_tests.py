@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -38,7 +37,8 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))  # doctor.py and notebook_runner.
 from doctor import NOTEBOOK_PEAK_GB  # noqa: E402
 from notebook_runner import course_notebooks  # noqa: E402
 
-RUNTIMES = REPO_ROOT / "benchmarks" / "results" / "runtimes.json"
+from benchmarks.runtimes import RECORD, load_record  # noqa: E402
+
 TEST = "tests/test_notebooks.py::test_notebook_runs_and_learns_in_ci_mode"
 #: Kept back from the memory available at the start: the pytest processes and the system.
 RESERVE_GB = 3.0
@@ -57,10 +57,10 @@ class Job:
     machine_gb: float = 0.0  # the most memory in use on the machine while it ran (sampled at each poll)
 
 
-def ci_minutes(runtimes: Path = RUNTIMES) -> dict[str, float]:
+def ci_minutes(runtimes: Path = RECORD) -> dict[str, float]:
     """The longest recorded ``cpu-ci`` runtime of each notebook, in minutes; empty without a record."""
     try:
-        rows = json.loads(runtimes.read_text())["measurements"]
+        rows = load_record(runtimes)["measurements"]
     except (OSError, ValueError, KeyError):
         return {}
     minutes: dict[str, float] = {}

@@ -342,7 +342,7 @@ def test_everything_the_course_imports_is_required_directly_or_through_a_require
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules.add(node.module.split(".")[0])
-    ours = {"course_utils"} | {p.stem for p in (REPO_ROOT / "scripts").glob("*.py")}  # scripts import each other
+    ours = {"course_utils", "benchmarks"} | {p.stem for p in (REPO_ROOT / "scripts").glob("*.py")}  # the repo's own
     optional = {"unsloth", "vllm", "deepspeed", "trackio", "wandb", "google"} | ours  # guarded or ours
     distributions = importlib.metadata.packages_distributions()
     for module in sorted(modules - set(sys.stdlib_module_names) - optional):
