@@ -58,6 +58,14 @@ def test_rows_count_only_for_the_code_they_ran_on(tmp_path):
     markdown_only["cells"][1]["source"] = ["# a new Colab set-up, above the parameters"]
     nb.write_text(json.dumps(markdown_only))
     assert prove.code_hash(nb) == old, "the Colab set-up cell does nothing outside Colab"
+    markdown_only["cells"][3]["source"] = ["# a comment that says why\n", "\n", "x  =  1  # trailing\n"]
+    nb.write_text(json.dumps(markdown_only))
+    assert prove.code_hash(nb) == old, "comments, blank lines and spacing do not change what runs"
+    markdown_only["cells"][3]["source"] = ["x = 1; print('# not a comment')"]
+    nb.write_text(json.dumps(markdown_only))
+    assert prove.code_hash(nb) != old, "a '#' inside a string is code"
+    markdown_only["cells"][3]["source"] = ["x = 1"]
+    nb.write_text(json.dumps(markdown_only))
     rows = [_row("seed", {"gain": True}, True, old, seed=101)]
     assert len(prove.current(rows, [nb])["01_demo"]) == 1
     nb.write_text(nb.read_text().replace("x = 1", "x = 2"))
