@@ -46,7 +46,7 @@ def test_a_change_in_the_notebook_alone_is_reported():
     notebook = grpo_config_keywords(preset)
     config = recipes.length_recipe_config(preset, notebook["output_dir"])
     drifted = {**notebook, "learning_rate": 1e-4, "temperature": 0.7}
-    assert differences(config, drifted) == {"learning_rate": (5e-5, 1e-4), "temperature": (1.0, 0.7)}
+    assert differences(config, drifted) == {"learning_rate": (recipes.LEARNING_RATE, 1e-4), "temperature": (1.0, 0.7)}
     assert differences(config, drifted, ignore={"learning_rate", "temperature"}) == {}
 
 
