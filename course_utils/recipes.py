@@ -5,7 +5,7 @@ Notebook 01 writes its ``GRPOConfig`` out keyword by keyword, because that is th
 here; ``tests/test_recipes.py`` reads notebook 01's cells and fails if the two ever differ.
 
 The recipe: a length reward with a truncation penalty (:func:`course_utils.rewards.make_length_reward`),
-``learning_rate=5e-5`` with a constant schedule, ``beta=0.04``, sampling at temperature 1, and the sizes and
+``learning_rate=2e-5`` with a constant schedule, ``beta=0.04``, sampling at temperature 1, and the sizes and
 precision of a :class:`course_utils.presets.Preset`.
 """
 
