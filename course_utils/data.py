@@ -148,15 +148,16 @@ def length_prompts(
     n_test_topics = max(1, len(topics) // 4)
     test_topics, train_topics = topics[:n_test_topics], topics[n_test_topics:]
 
-    def rows(topic_list: Sequence[str], n: int) -> list[dict[str, Any]]:
+    def rows(topic_list: Sequence[str], n: int, parameter: str) -> list[dict[str, Any]]:
         pairs = [(t, tpl) for t in topic_list for tpl in LENGTH_TEMPLATES]
         rng.shuffle(pairs)
         if n > len(pairs):
-            raise ValueError(f"Asked for {n} prompts but only {len(pairs)} distinct ones exist for this split.")
+            raise ValueError(f"{parameter}={n}, but this split has only {len(pairs)} distinct prompts; "
+                             f"pass {parameter} <= {len(pairs)} (a preset's n_eval sets n_test).")
         return [{"prompt": [*system, {"role": "user", "content": tpl.format(t=t)}], "topic": t} for t, tpl in pairs[:n]]
 
-    return DatasetDict({"train": Dataset.from_list(rows(train_topics, n_train)),
-                        "test": Dataset.from_list(rows(test_topics, n_test))})  # fmt: skip
+    return DatasetDict({"train": Dataset.from_list(rows(train_topics, n_train, "n_train")),
+                        "test": Dataset.from_list(rows(test_topics, n_test, "n_test"))})  # fmt: skip
 
 
 def _problem(level: str, rng: random.Random) -> tuple[str, int, str]:

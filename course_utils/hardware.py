@@ -23,7 +23,7 @@ class Hardware:
 
     @property
     def bf16(self) -> bool:
-        """Train in bfloat16 (weights and autocast)."""
+        """Train with bfloat16 mixed precision (float32 master weights, bfloat16 autocast)."""
         return self.kind == "gpu"
 
     @property
@@ -33,10 +33,15 @@ class Hardware:
 
     @property
     def load_dtype(self) -> torch.dtype:
-        """The dtype to load weights in. T4 keeps float32 weights: fp16 *mixed* precision needs them."""
+        """The dtype to load weights in: float32 everywhere; bf16 and fp16 are autocast (mixed precision).
+
+        Weights stored in bfloat16 keep 8 bits of mantissa, so an AdamW step of about lr = 1e-5 of a
+        weight rounds away: on an H100 the warm start and GRPO of notebooks 02, 04 and 10 then changed
+        nothing (format 0%, docs/BENCHMARKS.md). fp16 mixed precision (T4) needs float32 weights too.
+        """
         import torch
 
-        return torch.bfloat16 if self.bf16 else torch.float32
+        return torch.float32
 
 
 def detect_hardware() -> Hardware:
