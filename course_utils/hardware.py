@@ -35,9 +35,9 @@ class Hardware:
     def load_dtype(self) -> torch.dtype:
         """The dtype to load weights in: float32 everywhere; bf16 and fp16 are autocast (mixed precision).
 
-        Weights stored in bfloat16 keep 8 bits of mantissa, so an AdamW step of about lr = 1e-5 of a
-        weight rounds away: on an H100 the warm start and GRPO of notebooks 02, 04 and 10 then changed
-        nothing (format 0%, docs/BENCHMARKS.md). fp16 mixed precision (T4) needs float32 weights too.
+        Weights stored in bfloat16 keep 8 bits of mantissa, so most AdamW steps at lr = 1e-5 (about 1e-5 per
+        weight) round away: on an H100 the warm starts and GRPO of notebooks 02, 04 and 10 then changed
+        nothing (docs/BENCHMARKS.md, "On a GPU"). fp16 mixed precision (T4) needs float32 weights too.
         """
         import torch
 

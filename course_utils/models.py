@@ -296,7 +296,7 @@ def load_model(
         model_name: ``"auto"`` (``COURSE_MODEL`` if set, else embedded if installed, else the Hub model),
             ``"embedded"``, a Hub id such as ``"HuggingFaceTB/SmolLM2-135M-Instruct"``, or a local directory.
         hardware: where to put the model; detected when omitted.
-        dtype: override the dtype (default: float32 on CPU and T4, bfloat16 on Ampere+).
+        dtype: override the dtype (default float32 everywhere: bf16 and fp16 train as autocast over it).
 
     Raises:
         ModelUnavailableError: with the setting to change and the fix, when the model cannot be found or
