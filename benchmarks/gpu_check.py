@@ -89,7 +89,7 @@ def presets_to_run(requested: list[str], gpu: Gpu) -> tuple[list[str], list[str]
     runnable, notes = [], []
     for preset in requested:
         if preset == "gpu" and not gpu.bf16:
-            notes.append(f"skipping preset gpu: {gpu.name} has no bfloat16 (it needs Ampere or newer)")
+            notes.append(f"skipping preset gpu: it is sized for Ampere or newer, and {gpu.name} has no bfloat16")
         else:
             runnable.append(preset)
     if "t4" in runnable and "T4" not in gpu.name:

@@ -55,7 +55,7 @@ def recipe_config(recipe: str, preset: Preset, output_dir: str, max_steps: int, 
     if lever is not None and recipe != "course":
         raise ValueError(f"levers apply to the course recipe, not {recipe!r}")
     run = dict(output_dir=output_dir, max_steps=max_steps, report_to="none", seed=0, disable_tqdm=True)
-    precision = {"bf16": hardware.bf16, "fp16": hardware.fp16}
+    precision = {"bf16": preset.bf16, "fp16": preset.fp16}
     if recipe == "course":
         change = LEVERS[lever] if lever is not None else {}
         lora, change = (lora_r16(), {}) if change == "lora" else (None, dict(change))

@@ -23,7 +23,8 @@ class Hardware:
 
     @property
     def bf16(self) -> bool:
-        """Train with bfloat16 mixed precision (float32 master weights, bfloat16 autocast)."""
+        """The GPU computes in bfloat16 (Ampere and newer). The course's presets still train in float32 there:
+        bf16 autocast gave NaN gradients on an H100 (the note above ``course_utils.presets.Preset``)."""
         return self.kind == "gpu"
 
     @property
@@ -83,6 +84,7 @@ def describe_environment(hardware: Hardware | None = None) -> str:
     hardware = hardware or detect_hardware()
     lines = [f"python {platform.python_version()} on {platform.system()} {platform.machine()}"]
     lines += [f"{name} {version or '(not installed)'}" for name, version in library_versions().items()]
-    precision = "bf16" if hardware.bf16 else "fp16 mixed" if hardware.fp16 else "fp32"
-    lines.append(f"hardware: {hardware.kind} ({hardware.name}), training precision {precision}")
+    precision = "fp16 mixed" if hardware.fp16 else "fp32"  # the presets' choice: fp32 on Ampere+ too
+    capable = ", bf16 capable" if hardware.bf16 else ""
+    lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), training precision {precision}")
     return "\n".join(lines)

@@ -22,6 +22,14 @@ from course_utils.hardware import Hardware, detect_hardware
 PRESET_ENV = "COURSE_PRESET"
 
 
+# Why the ``gpu`` presets train in float32 although the GPU has bfloat16: on an H100, GRPO under ``bf16=True``
+# (autocast over float32 weights) stopped with "CUDA error: device-side assert triggered" in 4 of 21 notebook runs
+# over two leases (11, 12, and 01 at learning rates 1e-5 and 5e-6). In a script of notebook 01's recipe at lr 1e-5
+# the loss stayed finite while the gradient norm turned NaN at step 15, so every weight became NaN and the next
+# ``generate`` sampled from NaN probabilities. The same script in float32 ran its 40 steps clean and no slower
+# (79 s): a 135M model gains nothing from bf16. docs/BENCHMARKS.md, "On a GPU", holds the runs.
+
+
 @dataclass(frozen=True)
 class Preset:
     name: str
@@ -35,6 +43,7 @@ class Preset:
     bf16: bool = False
     fp16: bool = False
     activation_checkpointing: bool = False
+    sized_for: str = "cpu"  # the hardware kind these sizes are for: "cpu", "t4" or "gpu" (Hardware.kind)
 
     @property
     def prompts_per_step(self) -> int:
@@ -72,6 +81,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "t4": Preset(
         name="t4",
+        sized_for="t4",
         description="Colab's free T4 (16 GB, no bfloat16): fp16 mixed precision.",
         num_generations=8,
         per_device_train_batch_size=32,
@@ -84,14 +94,15 @@ PRESETS: dict[str, Preset] = {
     ),
     "gpu": Preset(
         name="gpu",
-        description="Ampere or newer (A100, L4, H100, RTX 30xx+): bfloat16.",
+        sized_for="gpu",
+        description="Ampere or newer (A100, L4, H100, RTX 30xx+): float32 (bf16 autocast gave NaN gradients).",
         num_generations=8,
         per_device_train_batch_size=64,
         max_completion_length=48,
         max_steps=40,
         n_eval=120,  # every held-out length prompt: length_prompts has 120 (a quarter of the topics)
         eval_batch_size=120,
-        bf16=True,
+        bf16=False,  # float32: see the note above Preset
     ),
 }
 
@@ -120,6 +131,7 @@ ARITHMETIC_PRESETS: dict[str, Preset] = {
     ),
     "t4": Preset(
         name="t4",
+        sized_for="t4",
         description="Colab's free T4 (16 GB, no bfloat16): fp16 mixed precision.",
         num_generations=8,
         per_device_train_batch_size=32,
@@ -131,14 +143,15 @@ ARITHMETIC_PRESETS: dict[str, Preset] = {
     ),
     "gpu": Preset(
         name="gpu",
-        description="Ampere or newer (A100, L4, H100, RTX 30xx+): bfloat16.",
+        sized_for="gpu",
+        description="Ampere or newer (A100, L4, H100, RTX 30xx+): float32 (bf16 autocast gave NaN gradients).",
         num_generations=8,
         per_device_train_batch_size=64,
         max_completion_length=64,
         max_steps=30,
         n_eval=64,
         eval_batch_size=64,
-        bf16=True,
+        bf16=False,  # float32: see the note above Preset
     ),
 }
 
@@ -224,11 +237,13 @@ def get_preset(name: str = "auto", hardware: Hardware | None = None, task: str =
         return f"{PRESET_ENV}={other} (or unset {PRESET_ENV})" if from_env else f"preset={other!r} (or 'auto')"
 
     origin = f" (from {PRESET_ENV})" if from_env else ""
-    if (preset.bf16 or preset.fp16) and hw.kind == "cpu":
-        raise ValueError(
-            f"Preset {name!r}{origin} trains in {'bf16' if preset.bf16 else 'fp16'} on a GPU, but no CUDA GPU "
-            f"was found. Use {use('cpu')}."
-        )
+    if (preset.sized_for != "cpu" or preset.bf16 or preset.fp16) and hw.kind == "cpu":
+        raise ValueError(f"Preset {name!r}{origin} is sized for a GPU, but no CUDA GPU was found. Use {use('cpu')}.")
     if preset.bf16 and hw.kind == "t4":
         raise ValueError(f"Preset {name!r}{origin} needs bfloat16, which {hw.name} lacks. Use {use('t4')}.")
+    if preset.sized_for == "gpu" and hw.kind == "t4":
+        raise ValueError(
+            f"Preset {name!r}{origin} is sized for Ampere or newer (A100, L4, H100); {hw.name} has no bfloat16, "
+            f"so it is older. Use {use('t4')}: fp16 mixed precision and the batches a T4 affords."
+        )
     return _validated(preset)

@@ -72,8 +72,17 @@ def test_unknown_preset_lists_the_choices():
 def test_gpu_preset_on_cpu_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="no CUDA GPU was found. Use preset='cpu'"):
         get_preset("gpu", CPU)
-    with pytest.raises(ValueError, match="needs bfloat16.*preset='t4'"):
+    with pytest.raises(ValueError, match="sized for Ampere or newer.*Use preset='t4'"):
         get_preset("gpu", T4)
+
+
+def test_a_bf16_preset_is_refused_where_bfloat16_is_missing(monkeypatch):
+    """The gpu presets train in float32 (bf16 autocast gave NaN gradients on an H100); one made bf16 again
+    still runs only where the GPU has bfloat16."""
+    monkeypatch.setitem(PRESETS, "gpu-bf16", PRESETS["gpu"].with_overrides(name="gpu-bf16", bf16=True))
+    with pytest.raises(ValueError, match="'gpu-bf16' needs bfloat16, which Tesla T4 lacks. Use preset='t4'"):
+        get_preset("gpu-bf16", T4)
+    assert get_preset("gpu-bf16", AMPERE).bf16
 
 
 def test_batch_must_hold_whole_groups():
