@@ -108,7 +108,7 @@ def check_accelerator() -> list[Check]:
     from course_utils.hardware import detect_hardware
 
     hardware = detect_hardware()
-    preset = {"cpu": "cpu (or cpu-ci for a quick pass)", "t4": "t4 (fp16)", "gpu": "gpu (bf16)"}[hardware.kind]
+    preset = {"cpu": "cpu (or cpu-ci for a quick pass)", "t4": "t4 (fp16)", "gpu": "gpu (float32)"}[hardware.kind]
     checks = [Check("device", "OK", f"{hardware.name}: preset 'auto' picks {preset}")]
     if hardware.kind == "cpu" and shutil.which("nvidia-smi") and torch.version.cuda is None:
         checks.append(
