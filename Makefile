@@ -84,7 +84,7 @@ RUNS ?=
 runtimes: $(STAMP)
 	$(PY) benchmarks/runtimes.py $(RUNS)
 
-# On a CUDA GPU: every notebook with the t4 preset (fp16) and the gpu preset (bf16), recorded like make runtimes
+# On a CUDA GPU: every notebook with the t4 preset (fp16) and the gpu preset (float32), recorded like make runtimes
 # (benchmarks/gpu_check.py). Refuses on a machine without one before setting anything up.
 GPU_PRESETS ?= t4 gpu
 gpu-check:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""make gpu-check: every notebook with the t4 preset (fp16) and the gpu preset (bf16), on a CUDA GPU.
+"""make gpu-check: every notebook with the t4 preset (fp16) and the gpu preset (float32), on a CUDA GPU.
 
     python benchmarks/gpu_check.py [--presets t4 gpu] [notebooks/01_first_grpo_run.ipynb ...]
     python benchmarks/gpu_check.py --refuse-without-gpu    # the check alone, standard library only
