@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -168,13 +169,24 @@ def mean_with_ci(values: Sequence[float]) -> Estimate:
 
 
 def length_report(
-    completions: Sequence[str], target_chars: int, finished: Sequence[bool] | None = None
+    completions: Sequence[str],
+    target_chars: int,
+    finished: Sequence[bool] | None = None,
+    topics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Character lengths of completions, their distance from ``target_chars``, and two honesty checks.
 
     ``finished_share`` (when ``finished`` is given) is the share of completions that ended on their own
-    rather than at the token budget; ``distinct_share`` is the share of different texts. A model that
-    games a length reward by filling the budget, or by giving every prompt the same reply, shows up here.
+    rather than at the token budget; ``distinct_share`` is the share of answers that are not a copy of
+    another. A model that games a length reward by filling the budget, or by giving every prompt the same
+    reply, shows up here. With ``topics`` (one per completion), only a copy given to a *different* topic
+    counts: the same short answer to "Tell me about bees." and "Share a fact about bees." is a concise
+    model, not a collapsed one. Without them every prompt is its own topic, and ``distinct_share`` is the
+    share of different texts.
+
+    >>> length_report(["Bees pollinate.", "Bees pollinate.", "Nice!", "Nice!"], 15,
+    ...               topics=["bees", "bees", "rain", "tea"])["distinct_share"]  # "Nice!" twice, for two topics: 1 copy
+    0.75
     """
     lengths = [len(c) for c in completions]
     errors = [abs(n - target_chars) for n in lengths]
@@ -184,13 +196,25 @@ def length_report(
         "mean_length": statistics.fmean(lengths),
         "length_error": mean_with_ci(errors),
         "within_20pct": sum(e <= 0.2 * target_chars for e in errors) / len(errors),
-        "distinct_share": len(set(completions)) / len(completions),
+        "distinct_share": 1 - _copies_across_topics(completions, topics) / len(completions),
     }
     if finished is not None:
         if len(finished) != len(completions):
             raise ValueError(f"finished has {len(finished)} entries for {len(completions)} completions.")
         report["finished_share"] = sum(map(bool, finished)) / len(finished)
     return report
+
+
+def _copies_across_topics(completions: Sequence[str], topics: Sequence[str] | None) -> int:
+    """How many answers repeat a text that another topic also got: each text keeps its most frequent topic."""
+    if topics is None:
+        topics = range(len(completions))  # every prompt its own topic: copies = answers - different texts
+    elif len(topics) != len(completions):
+        raise ValueError(f"topics has {len(topics)} entries for {len(completions)} completions.")
+    per_text: dict[str, Counter] = {}
+    for text, topic in zip(completions, topics, strict=True):
+        per_text.setdefault(text, Counter())[topic] += 1
+    return sum(c.total() - max(c.values()) for c in per_text.values())
 
 
 def proportion_ci(successes: int, n: int, z: float = 1.96) -> Estimate:

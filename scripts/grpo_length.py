@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             trainer.model, tokenizer, data["test"]["prompt"], max_new_tokens=preset.max_completion_length,
             batch_size=preset.eval_batch_size, progress=False,
         )  # fmt: skip
-        return length_report(completions, args.target_chars, finished)
+        return length_report(completions, args.target_chars, finished, topics=data["test"]["topic"])
 
     before = held_out() if state.is_main_process else None
     state.wait_for_everyone()
