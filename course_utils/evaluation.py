@@ -196,7 +196,7 @@ def length_report(
         "mean_length": statistics.fmean(lengths),
         "length_error": mean_with_ci(errors),
         "within_20pct": sum(e <= 0.2 * target_chars for e in errors) / len(errors),
-        "distinct_share": 1 - _copies_across_topics(completions, topics) / len(completions),
+        "distinct_share": (len(completions) - _copies_across_topics(completions, topics)) / len(completions),
     }
     if finished is not None:
         if len(finished) != len(completions):

@@ -154,11 +154,11 @@ def test_distinct_share_counts_only_copies_given_to_another_topic():
     answers = ["Bees pollinate."] * 3 + ["Rain falls."] * 2 + ["Nice!"] * 3
     topics = ["bees"] * 3 + ["rain"] * 2 + ["tea", "salt", "chess"]
     # "Bees pollinate." x3 and "Rain falls." x2 stay within their topic: 0 copies; "Nice!" went to 3 topics: 2 copies
-    assert length_report(answers, 10, topics=topics)["distinct_share"] == 1 - 2 / 8
+    assert length_report(answers, 10, topics=topics)["distinct_share"] == (8 - 2) / 8
     # without topics, every repeat is a copy: 8 answers, 3 different texts
     assert length_report(answers, 10)["distinct_share"] == 3 / 8
     # one reply for every prompt of 3 topics x 2 phrasings: 4 copies of 6 (the most frequent topic keeps its 2)
-    assert length_report(["Hi."] * 6, 3, topics=["a", "a", "b", "b", "c", "c"])["distinct_share"] == 1 - 4 / 6
+    assert length_report(["Hi."] * 6, 3, topics=["a", "a", "b", "b", "c", "c"])["distinct_share"] == (6 - 4) / 6
     with pytest.raises(ValueError, match="topics has 1 entries for 2 completions"):
         length_report(["a", "b"], 1, topics=["x"])
 

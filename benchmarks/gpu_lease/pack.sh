@@ -4,7 +4,7 @@
 #   .lease/b  the rest of the embedded GGUF and its sha256
 # Used with this workplace's `device` tool (two `run` calls less than 30 s apart, so the machine stays warm):
 #   run(command="bash benchmarks/gpu_lease/setup.sh", carry=[".lease/a"])
-#   run(command="bash benchmarks/gpu_lease/run.sh 320 8", carry=[".lease/b"])
+#   run(command="bash benchmarks/gpu_lease/run.sh 480 4", carry=[".lease/b"])  # 8 side by side ran out of GPU memory
 # The image's own torch (2.11+cu130), numpy, pandas, pyarrow and matplotlib are used; the list of what it holds
 # is the device tool's KINDS.md. Run from the repository root after `make setup`.
 set -euo pipefail
