@@ -3,9 +3,9 @@
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/distinct_by_topic.py --seed 0 --steps 40 --n-eval 120
 
 Trains notebook 01's recipe at the ``cpu`` preset's sizes for ``--steps`` steps, answers ``--n-eval`` held-out
-prompts greedily (120 is every one: 15 topics in 8 phrasings each, what the ``gpu`` preset evaluates), and
-counts each repeated answer's extra copies given to the same topic and to other topics. It also prints the
-``distinct_share`` of ``length_report`` with and without the topics. Written for the H100 runs of 2026-11-27
+prompts greedily with the ``gpu`` preset's token budget (120 is every one: 15 topics in 8 phrasings each, what
+the ``gpu`` preset evaluates), and counts each repeated answer's extra copies given to the same topic and to
+other topics. It also prints the ``distinct_share`` of ``length_report`` with and without the topics. Written for the H100 runs of 2026-11-27
 (docs/BENCHMARKS.md, "Fourth lease"), where 01, 05 and 11 ended 58-75% distinct at 40 steps.
 """
 
@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> dict:
                           processing_class=tokenizer)  # fmt: skip
     start = time.perf_counter()
     trainer.train()
-    answers, finished = generate(trainer.model, tokenizer, data["test"]["prompt"], max_new_tokens=48,
-                                 batch_size=60, progress=False)  # fmt: skip
+    answers, finished = generate(trainer.model, tokenizer, data["test"]["prompt"],
+                                 max_new_tokens=PRESETS["gpu"].max_completion_length, batch_size=60,
+                                 progress=False)  # fmt: skip
     topics = data["test"]["topic"]
     per_text: dict[str, Counter] = {}
     for text, topic in zip(answers, topics, strict=True):
