@@ -5,8 +5,9 @@
 Trains notebook 01's recipe at the ``cpu`` preset's sizes for ``--steps`` steps, answers ``--n-eval`` held-out
 prompts greedily with the ``gpu`` preset's token budget (120 is every one: 15 topics in 8 phrasings each, what
 the ``gpu`` preset evaluates), and counts each repeated answer's extra copies given to the same topic and to
-other topics. It also prints the ``distinct_share`` of ``length_report`` with and without the topics. Written for the H100 runs of 2026-11-27
-(docs/BENCHMARKS.md, "Fourth lease"), where 01, 05 and 11 ended 58-75% distinct at 40 steps.
+other topics. It also prints the ``distinct_share`` of ``length_report`` with and without the topics. Written
+for the H100 runs of 2026-11-27 (docs/BENCHMARKS.md, "Fourth lease"), where 01, 05 and 11 ended 58-75% distinct
+at 40 steps.
 """
 
 from __future__ import annotations
