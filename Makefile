@@ -52,10 +52,10 @@ course: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_course.py $(if $(PRESET),--preset $(PRESET)) $(NOTEBOOKS)
 
 # make test: the unit tests in one process, then the notebooks side by side (scripts/notebook_tests.py):
-# NOTEBOOK_WORKERS at once, at most one per core, each with its share of the threads, and a notebook starts only if
+# NOTEBOOK_WORKERS at once (0: one per core), each with its share of the threads, and a notebook starts only if
 # its measured peak memory fits beside the running ones (12 never runs beside 10 on 24 GiB). NOTEBOOK_WORKERS=1:
 # one at a time. PYTEST_ARGS go to both parts. Both parts run; either failing fails make test.
-NOTEBOOK_WORKERS ?= 2
+NOTEBOOK_WORKERS ?= 0
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook" $(PYTEST_ARGS); unit=$$?; \
 	HF_HUB_OFFLINE=1 $(PY) scripts/notebook_tests.py --workers $(NOTEBOOK_WORKERS) -- $(PYTEST_ARGS); \

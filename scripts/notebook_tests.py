@@ -4,7 +4,7 @@ Each notebook is one pytest run of ``tests/test_notebooks.py`` (its node id), so
 exactly as under plain pytest. The scheduler only decides when each one starts:
 
 - the longest recorded notebooks first (``benchmarks/results/runtimes.json``), so the short ones fill the gaps;
-- at most ``--workers`` at once, each with its share of the cores (``OMP_NUM_THREADS``);
+- at most ``--workers`` at once (default: one per core), each with its share of the cores (``OMP_NUM_THREADS``);
 - a notebook starts only if its recorded peak memory fits beside the ones running (``doctor.NOTEBOOK_PEAK_GB``);
   on this 24 GiB machine 12 (11.9 GB) never runs beside 10 (9.9 GB). Alone, any notebook may start.
 
@@ -138,7 +138,7 @@ def run(jobs: list[Job], command, workers: int, budget_gb: float, env: dict[str,
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2, help="notebooks at once (at most one per core)")
+    parser.add_argument("--workers", type=int, default=0, help="notebooks at once (0: one per core)")
     parser.add_argument("--notebooks", nargs="+", default=None, help="names or paths (default: every notebook)")
     parser.add_argument("pytest_args", nargs="*", help="passed to every pytest run (after --)")
     return parser.parse_args(argv)
@@ -147,7 +147,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = max(1, min(args.workers, cores))
+    workers = max(1, min(args.workers or cores, cores))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     env.setdefault("OMP_NUM_THREADS", str(max(1, cores // workers)))
     budget_gb = psutil.virtual_memory().available / 1e9 - RESERVE_GB

@@ -87,5 +87,5 @@ def test_make_test_runs_the_unit_tests_then_the_notebooks_side_by_side():
         return subprocess.run(["make", "-n", "test", "STAMP=", "PYTEST_ARGS=", *args], cwd=REPO_ROOT,
                               capture_output=True, text=True, check=True).stdout
 
-    assert '-m pytest -m "not notebook"' in dry() and "scripts/notebook_tests.py --workers 2" in dry()
+    assert '-m pytest -m "not notebook"' in dry() and "scripts/notebook_tests.py --workers 0" in dry()
     assert "scripts/notebook_tests.py --workers 1" in dry("NOTEBOOK_WORKERS=1")
