@@ -313,6 +313,37 @@ def evaluate_answers(
     return answer_report(completions, dataset["answer"]), completions
 
 
+def sampled_answer_scores(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    dataset: Dataset,
+    *,
+    samples_per_prompt: int,
+    temperature: float,
+    max_new_tokens: int,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Per row of ``dataset``, the mean of :func:`answer_scores` over ``samples_per_prompt`` sampled answers.
+
+    This reads the policy GRPO trains (sampling at its temperature) rather than its greedy answer, which can
+    stop moving once the most likely reply is right. With the same ``seed`` two models draw with the same
+    random numbers, so identical models score identically and a paired comparison is not blurred by the draw.
+
+    >>> scores = sampled_answer_scores(model, tokenizer, test, samples_per_prompt=8, temperature=0.7,
+    ...                                max_new_tokens=48)  # doctest: +SKIP
+    >>> scores["format"][0]  # the share of row 0's eight answers in the strict format  # doctest: +SKIP
+    """
+    if samples_per_prompt < 1:
+        raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}.")
+    k = samples_per_prompt
+    prompts = [p for p in dataset["prompt"] for _ in range(k)]
+    completions = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                           do_sample=True, temperature=temperature, seed=seed, progress=False).completions
+    scores = answer_scores(completions, [a for a in dataset["answer"] for _ in range(k)])
+    return {metric: [statistics.fmean(v[i : i + k]) for i in range(0, len(v), k)] for metric, v in scores.items()}
+
+
 def comparison_table(measurements: dict[str, dict[str, Estimate]]) -> pd.DataFrame:
     """A small table (a pandas DataFrame), one row per model or stage, each cell "mean% (95% CI)".
 

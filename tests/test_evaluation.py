@@ -309,3 +309,28 @@ def test_says_something_about_reads_stems_and_short_words_whole():
     assert not says_something_about("I am ready with a short answer in one sentence.", "bees")  # notebook 07's hack
     with pytest.raises(KeyError, match="TOPIC_WORDS"):
         says_something_about("anything", "a topic nobody listed")
+
+
+def test_sampled_answer_scores_average_each_rows_own_samples(monkeypatch):
+    from datasets import Dataset
+
+    from course_utils import evaluation
+
+    good = "<reasoning>\n4 plus 7 equals 11.\n</reasoning>\n<answer>\n11\n</answer>"
+    drawn = [good, "11", good, "4 + 7 = 12", "12", good]  # row 0's three samples, then row 1's
+
+    def fake_generate(model, tokenizer, prompts, **kwargs):
+        assert prompts == ["q0", "q0", "q0", "q1", "q1", "q1"]  # each row's samples side by side
+        assert kwargs["do_sample"] and kwargs["temperature"] == 0.7 and kwargs["seed"] == 5  # seeded
+        return evaluation.Generations(drawn, [True] * 6)
+
+    monkeypatch.setattr(evaluation, "generate", fake_generate)
+    rows = Dataset.from_list([{"prompt": "q0", "answer": "11"}, {"prompt": "q1", "answer": "11"}])
+    scores = evaluation.sampled_answer_scores(None, None, rows, samples_per_prompt=3, temperature=0.7,
+                                              max_new_tokens=8, seed=5)
+    assert scores["format"] == [2 / 3, 1 / 3]  # row 0: good, "11", good; row 1: "4 + 7 = 12", "12", good
+    assert scores["accuracy"] == [2 / 3, 1 / 3]  # only the tagged answers count
+    assert scores["lenient_accuracy"] == [1.0, 1 / 3]  # row 0's "11" counts; row 1's 12s do not
+    with pytest.raises(ValueError, match="samples_per_prompt must be >= 1"):
+        evaluation.sampled_answer_scores(None, None, rows, samples_per_prompt=0, temperature=0.7, max_new_tokens=8)
+
