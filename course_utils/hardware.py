@@ -45,17 +45,6 @@ class Hardware:
         return torch.float32
 
 
-def cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones.
-
-    On such a CPU, bf16 autocast made notebook 10's warm start 1.8x faster (docs/BENCHMARKS.md); on others
-    it would emulate bfloat16 and be slower, so the course trains in float32 there.
-    """
-    import torch
-
-    return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
-
-
 def detect_hardware() -> Hardware:
     """Look at the machine: CUDA with or without bfloat16, else the CPU."""
     import torch

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from course_utils.hardware import Hardware, cpu_has_native_bf16
+from course_utils.hardware import Hardware
 from course_utils.presets import PRESET_ENV, PRESETS, TASKS, get_preset
 
 CPU = Hardware("cpu", "cpu", "test CPU")
@@ -142,13 +142,3 @@ def test_weights_load_in_a_dtype_where_a_small_adamw_step_still_moves_them(hardw
     layer(torch.randn(8, 64, dtype=hardware.load_dtype)).square().mean().backward()
     torch.optim.AdamW(layer.parameters(), lr=1e-5).step()  # Adam's first step moves each weight by ~lr
     assert (layer.weight != before).float().mean() > 0.99
-
-
-def test_cpu_has_native_bf16_reads_torchs_cpu_flags(monkeypatch):
-    """Notebook 10 trains under bf16 only where this says yes: AMX or AVX512-BF16, either one suffices."""
-    import torch
-
-    for amx, avx512_bf16, expected in ((False, False, False), (True, False, True), (False, True, True)):
-        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
-        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
-        assert cpu_has_native_bf16() is expected
