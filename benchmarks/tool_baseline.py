@@ -17,6 +17,10 @@ conditions, each one batched ``generate`` call:
 Parsing is TRL's own (``trl.chat_template_utils.parse_response``), as in ``GRPOTrainer``. "Number anywhere"
 counts only what fits in ``--answer-tokens`` (16): a reply that works its way to the sum is cut off first.
 
+The numbers below were measured with TRL's Qwen2.5 template verbatim (before 2026-11-29, the equivalent of
+``use_tool_chat_template(tokenizer, compact=False)``); the script now uses the compact template, as notebook 10
+does, so a rerun differs.
+
 Measured (embedded SmolLM2-135M-Instruct Q4_1 dequantized to float32, transformers 5.23, TRL 1.16, defaults:
 40 questions, seed 0; about 90 s of one CPU core for the three conditions):
 

@@ -12,6 +12,10 @@ after GRPO; each GRPO step prints its rewards, the tool metrics TRL logs,
 the entropy and TRL's ``step_time``. "number in last turn" counts final messages holding the right number
 anywhere, so that an answer in the wrong wrapper shows apart from a wrong answer.
 
+The numbers below were measured with TRL's Qwen2.5 template verbatim (before 2026-11-29, the equivalent of
+``use_tool_chat_template(tokenizer, compact=False)``); the script now uses the compact template, as notebook 10
+does, so a rerun differs.
+
 Measured with it on the 2-core machine (embedded SmolLM2-135M-Instruct, float32, seed 0, 40 held-out questions,
 greedy; GRPO at lr 5e-5, batch 8, G 4, temperature 1.0, rewards answer 1.0 / well-formed call 0.2 / failed
 call 0.2):

@@ -115,8 +115,8 @@ def test_the_chatml_tool_template_makes_tool_calling_supported_and_parseable():
         {"role": "assistant", "content": "19"},
     ]
     text = tokenizer.apply_chat_template(prompt + rollout, tools=[calculator], tokenize=False)
-    assert text.startswith("<|im_start|>system\n" + TOOL_SYSTEM_PROMPT + "\n\n# Tools")
-    assert '"name": "calculator"' in text and "Qwen" not in text  # our system prompt, not the template's default
+    assert text.startswith("<|im_start|>system\n" + TOOL_SYSTEM_PROMPT + "\n\nTools:\ncalculator(expression: string): ")
+    assert "Qwen" not in text  # our system prompt, not the template's default
     assert call_text("12 + 7") + "<|im_end|>\n<|im_start|>user\n<tool_response>\n19\n</tool_response>" in text
 
     prefix = tokenizer.apply_chat_template(prompt, tools=[calculator], add_generation_prompt=True, tokenize=True,
@@ -125,6 +125,23 @@ def test_the_chatml_tool_template_makes_tool_calling_supported_and_parseable():
     assert parse_response(tokenizer, reply, prefix=prefix, tools=[calculator])["tool_calls"] == [call]
     broken = tokenizer('<tool_call>{"name": "calculator"</tool_call><|im_end|>', add_special_tokens=False)["input_ids"]
     assert parse_response(tokenizer, broken, prefix=prefix)["content"].startswith("<tool_call>")  # kept as text
+
+
+def test_the_compact_template_is_trls_qwen_template_with_a_shorter_tool_block():
+    from trl.chat_template_utils import is_chat_template_prefix_preserving, qwen2_5_chat_template
+
+    prompt = [{"role": "system", "content": TOOL_SYSTEM_PROMPT}, {"role": "user", "content": "What is 12 + 7?"}]
+    verbatim = use_tool_chat_template(byte_tokenizer(), compact=False)
+    assert verbatim.chat_template == qwen2_5_chat_template
+    long = verbatim.apply_chat_template(prompt, tools=[calculator], tokenize=False)
+    compact = use_tool_chat_template(byte_tokenizer())
+    short = compact.apply_chat_template(prompt, tools=[calculator], tokenize=False)
+    assert len(short) < 0.55 * len(long)  # 541 characters against 1,008 (with SmolLM2's tokens: 150 against 275)
+    assert 'for example "47 + 38"' in short  # the argument's description still reaches the model
+    assert compact.response_template == verbatim.response_template  # the same parser of calls
+    assert is_chat_template_prefix_preserving(compact)  # what TRL's multi-turn loop needs of a template
+    default = compact.apply_chat_template(prompt[1:], tools=[calculator], tokenize=False)
+    assert default.startswith("<|im_start|>system\nYou are a helpful assistant.\n\nTools:")  # not "You are Qwen"
 
 
 def test_without_a_tool_the_template_renders_a_conversation_as_the_course_models_own():
@@ -482,4 +499,4 @@ def test_grpo_trainer_shows_the_environment_methods_as_tools(tmp_path):
                           environment_factory=MemoryCalculator)  # fmt: skip
     assert [tool.__name__ for tool in trainer.tools] == ["calculate", "remember"]
     text = tokenizer.apply_chat_template(data[0]["prompt"], tools=trainer.tools, tokenize=False)
-    assert '"name": "remember"' in text and "stored names stand for their values" in text
+    assert "\nremember(name: string): " in text and "stored names stand for their values" in text
