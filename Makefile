@@ -53,7 +53,7 @@ course: $(STAMP)
 
 # make test: the unit tests in one process, then the notebooks side by side (scripts/notebook_tests.py):
 # NOTEBOOK_WORKERS at once (0: one per core), each with its share of the threads, and a notebook starts only if
-# its measured peak memory fits beside the running ones (12 never runs beside 10 on 24 GiB). NOTEBOOK_WORKERS=1:
+# its measured peak memory fits beside the running ones (scripts/doctor.py's NOTEBOOK_PEAK_GB). NOTEBOOK_WORKERS=1:
 # one at a time. PYTEST_ARGS go to both parts. Both parts run; either failing fails make test.
 NOTEBOOK_WORKERS ?= 0
 test: $(STAMP)

@@ -74,7 +74,7 @@ def test_disk_and_memory_thresholds(tmp_path):
     assert doctor.check_memory(total_gb=4.0).status == "WARN"
     assert doctor.check_memory(total_gb=24.0).status == "OK"
     eight = doctor.check_memory(total_gb=8.0)  # 2 GB of headroom: 12, 10, 06, 02 and 04 peaked above 6 GB
-    assert eight.status == "WARN" and "12 (11.9 GB), 10 (9.9 GB), 06 (9.1 GB), 02 (8 GB), 04 (6.8 GB)" in eight.fix
+    assert eight.status == "WARN" and "12 (11.9 GB), 06 (9.1 GB), 10 (8.7 GB), 02 (8 GB), 04 (6.8 GB)" in eight.fix
     twelve = doctor.check_memory(total_gb=12.0)  # only those above 12 - 2 = 10 GB: notebook 12
     assert twelve.status == "WARN" and "notebooks 12 (11.9 GB) peaked" in twelve.fix and "10 (" not in twelve.fix
 
