@@ -7,8 +7,9 @@
 (`PRESET=cpu-ci make course` for the CI column). Each summary's passing notebooks are added to
 ``benchmarks/results/runtimes.json`` (date, minutes, machine, source); the README's table then shows, per
 notebook and preset, the range of the measurements taken on the most recent date. Failed runs are not
-recorded: a runtime only counts when the notebook also learned what it claims. ``tests/test_docs.py`` checks
-that the README's table matches the record, so an edit by hand fails the test suite.
+recorded: a runtime only counts when the notebook also learned what it claims. A measurement of code that
+changed since keeps its row, with a ``superseded`` field saying which commit changed it, and no longer counts.
+``tests/test_docs.py`` checks that the README's table matches the record, so an edit by hand fails the test suite.
 
 Each notebook's own "Expected runtime" table is rendered from the same record: its runtime column shows the
 range and the date measured (``4.0–4.7 min (measured 2026-11-24)``), so a notebook cannot quote a stale number.
@@ -57,8 +58,12 @@ def add_summary(record: dict, summary_path: Path, date: str | None = None, host:
 
 
 def latest(record: dict, notebook: str, preset: str) -> tuple[str, list[float]] | None:
-    """The latest date this notebook and preset were measured, and that date's minutes sorted; None if never."""
-    rows = [m for m in record["measurements"] if m["notebook"] == notebook and m["preset"] == preset]
+    """The latest date this notebook and preset were measured, and that date's minutes sorted; None if never.
+
+    Rows marked ``superseded`` (the notebook's code changed after them) are left out.
+    """
+    rows = [m for m in record["measurements"]
+            if m["notebook"] == notebook and m["preset"] == preset and not m.get("superseded")]  # fmt: skip
     if not rows:
         return None
     date = max(m["date"] for m in rows)

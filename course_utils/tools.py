@@ -98,7 +98,7 @@ def _format_number(value: float) -> str:
 
 
 #: How the compact template writes the tools into the system prompt, in place of the Qwen2.5 template's block
-#: (a paragraph of instructions and each tool's whole JSON schema, 217 of the 275 tokens of this notebook's
+#: (a paragraph of instructions and each tool's whole JSON schema, 217 of the 275 tokens of notebook 10's
 #: prompt). One line per tool, its signature, description and argument descriptions, then the call format.
 _COMPACT_TOOLS_BLOCK = """{{- "\\n\\nTools:" }}
     {%- for tool in tools %}

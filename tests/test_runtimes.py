@@ -45,6 +45,8 @@ def test_summaries_add_only_passing_runs_and_the_latest_date_wins(tmp_path):
     assert rt.cell(record, "01_demo", "cpu") == "4.0–5.5 min"
     record["measurements"].append({**record["measurements"][0], "minutes": 3.0, "date": "2026-02-01"})
     assert rt.cell(record, "01_demo", "cpu") == "3.0 min", "older dates are superseded"
+    record["measurements"].append({**record["measurements"][-1], "minutes": 9.0, "superseded": "abc1234"})
+    assert rt.cell(record, "01_demo", "cpu") == "3.0 min", "a run of code changed since does not count"
 
 
 def test_a_malformed_readme_row_is_refused():
