@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Notebook 11's section 5 for some objectives only, at other batch sizes: does each one beat the base model?
+
+    python benchmarks/objective_batch_probe.py --seeds 202 303 0 --objectives DAPO CISPO SAPO \\
+        --generations 8 --batch 16
+
+Each run trains a fresh copy of the course model for ``--steps`` GRPO steps with ``num_iterations=2``, the
+objective's keywords as notebook 11 writes them, learning rate 5e-5 and CI mode's other sizes, then measures
+the held-out length error (greedy, 50-character target) exactly as the notebook does, with the paired gain
+over the base model and its 95% bootstrap interval. Run from ``notebooks/``, one thread
+(``OMP_NUM_THREADS=1``), as ``make seeds`` runs the notebook.
+
+Measured with it on the 2-core machine (2026-11-29, two scripts side by side, 4 steps), per-objective gain in
+characters (95% CI lower bound), against the notebook's 2 prompts x 4:
+
+    --generations 8 --batch 16:  seed 202 DAPO +37.2 (+22.5), CISPO +58.5 (+40.8), SAPO +52.6 (+37.8)
+                                 seed 303 DAPO +49.1 (+35.4), CISPO +51.6 (+40.2), SAPO +62.9 (+53.9)
+                                 seed 0   DAPO +29.7 (+17.6), CISPO +13.3 (-3.5),  SAPO +19.5 (+5.8)
+    --generations 4 --batch 16:  seed 202 DAPO +46.3 (+33.2), CISPO +57.1 (+45.5), SAPO +47.0 (+36.4)
+                                 seed 303 DAPO +9.8 (-3.5),   CISPO +12.4 (+0.1),  SAPO +21.7 (+11.0)
+                                 seed 0   DAPO +23.9 (+11.1), CISPO +31.3 (+18.2), SAPO +26.5 (+11.9)
+
+70-76 s a run against 37-46 s at the notebook's 8 completions a step (docs/PROOF.md, notebook 11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+import time
+
+from transformers import set_seed
+from trl import GRPOConfig, GRPOTrainer
+
+from course_utils.data import length_prompts
+from course_utils.evaluation import generate, length_report
+from course_utils.hardware import detect_hardware
+from course_utils.models import load_model
+from course_utils.presets import get_preset
+from course_utils.proof import paired_gain
+from course_utils.rewards import make_length_reward
+
+OBJECTIVES = {  # notebook 11's section 2, verbatim
+    "GRPO": {"loss_type": "grpo"},
+    "Dr. GRPO": {"loss_type": "dr_grpo", "scale_rewards": "none"},
+    "DAPO": {"loss_type": "dapo", "epsilon_high": 0.28},
+    "GSPO": {"loss_type": "grpo", "importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4},
+    "CISPO": {"loss_type": "cispo", "epsilon_high": 5.0},
+    "SAPO": {"loss_type": "sapo"},
+}
+TARGET_CHARS = 50
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--objectives", nargs="+", choices=list(OBJECTIVES), default=list(OBJECTIVES))
+    parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8, help="completions per step")
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+
+    hardware = detect_hardware()
+    sizes = get_preset("cpu-ci", hardware)
+    model, tokenizer = load_model("auto", hardware=hardware)
+    reward = make_length_reward(TARGET_CHARS, max_completion_length=sizes.max_completion_length)
+    for seed in args.seeds:
+        set_seed(seed)
+        data = length_prompts(seed=seed, n_test=sizes.n_eval, system_prompt="Answer in one short sentence.")
+
+        def evaluate(policy, data=data):
+            out = generate(
+                policy,
+                tokenizer,
+                data["test"]["prompt"],
+                max_new_tokens=sizes.max_completion_length,
+                batch_size=sizes.eval_batch_size,
+                progress=False,
+            )
+            return length_report(out.completions, TARGET_CHARS, out.finished, topics=data["test"]["topic"])
+
+        before = evaluate(model)
+        for name in args.objectives:
+            set_seed(seed)
+            policy = copy.deepcopy(model)
+            config = GRPOConfig(
+                output_dir="outputs/objective_batch_probe",
+                learning_rate=5e-5,
+                lr_scheduler_type="constant",
+                max_steps=args.steps,
+                num_iterations=2,
+                num_generations=args.generations,
+                per_device_train_batch_size=args.batch,
+                max_completion_length=sizes.max_completion_length,
+                beta=0.0,
+                bf16=sizes.bf16,
+                fp16=sizes.fp16,
+                logging_steps=1,
+                save_strategy="no",
+                report_to="none",
+                seed=seed,
+                disable_tqdm=True,
+                **OBJECTIVES[name],
+            )
+            trainer = GRPOTrainer(
+                model=policy, reward_funcs=reward, args=config, train_dataset=data["train"], processing_class=tokenizer
+            )
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                trainer.train()
+            seconds = time.perf_counter() - start
+            after = evaluate(policy)
+            gain = paired_gain(before["errors"], after["errors"], higher_is_better=False, seed=seed)
+            print(
+                json.dumps(
+                    {
+                        "seed": seed,
+                        "objective": name,
+                        "base": round(before["length_error"].mean, 1),
+                        "after": round(after["length_error"].mean, 1),
+                        "gain": round(gain.mean, 1),
+                        "gain_low": round(gain.low, 1),
+                        "distinct": after["distinct_share"],
+                        "seconds": round(seconds),
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
