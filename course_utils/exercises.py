@@ -91,6 +91,62 @@ def check_topic_reward(topic_reward: Callable[..., list[float]]) -> ExerciseResu
     )  # fmt: skip
 
 
+# --------------------------------------------------------------------------------------------- notebook 03
+GROUP_CASES = [(8, 1), (6, 1), (5, 1), (4, 4), (12, 2)]  # (per_device_train_batch_size, gradient_accumulation_steps)
+
+
+def trl_group_sizes(per_device_train_batch_size: int, gradient_accumulation_steps: int = 1) -> list[int]:
+    """The ``num_generations`` values TRL's ``GRPOConfig`` accepts for a batch, found by asking it.
+
+    >>> trl_group_sizes(4, 4)  # 4 x 4 = 16 completions per generation: groups of 2, 4, 8 or 16
+    [2, 4, 8, 16]
+    """
+    from trl import GRPOConfig
+
+    accepted = []
+    for num_generations in range(1, per_device_train_batch_size * gradient_accumulation_steps + 2):
+        try:
+            GRPOConfig(
+                output_dir="outputs/tmp", num_generations=num_generations,
+                per_device_train_batch_size=per_device_train_batch_size,
+                gradient_accumulation_steps=gradient_accumulation_steps, use_cpu=True, bf16=False,
+                activation_checkpointing=False, report_to="none",
+            )  # fmt: skip
+        except ValueError:
+            continue
+        accepted.append(num_generations)
+    return accepted
+
+
+def check_group_sizes(group_sizes: Callable[[int, int], Sequence[int]]) -> ExerciseResult:
+    """Notebook 03, exercise 7: ``group_sizes(per_device_train_batch_size, gradient_accumulation_steps)`` lists,
+    in increasing order, every ``num_generations`` that ``GRPOConfig`` accepts; checked against TRL itself."""
+    name = "Notebook 03, exercise 7 (group_sizes)"
+    for batch, accumulation in GROUP_CASES:
+        expected = trl_group_sizes(batch, accumulation)
+        try:
+            got = group_sizes(batch, accumulation)
+        except Exception as error:
+            return ExerciseResult(name, False, f"calling it raised {type(error).__name__}: {error}")
+        if not isinstance(got, (list, tuple)) or not all(isinstance(g, int) for g in got):
+            return ExerciseResult(name, False, f"expected a list of whole numbers; got {got!r}")
+        got = list(got)
+        case = f"per_device_train_batch_size={batch}, gradient_accumulation_steps={accumulation}"
+        if got == expected:
+            continue
+        if 1 in got:
+            hint = "a group of 1 has no one to be compared with: TRL asks for num_generations >= 2"
+        elif accumulation > 1 and got == [g for g in expected if batch % g == 0]:
+            hint = ("a generation batch is per_device_train_batch_size x steps_per_generation, and "
+                    "steps_per_generation defaults to gradient_accumulation_steps: a group may span several "
+                    "micro-batches")  # fmt: skip
+        else:
+            hint = "list every divisor of the generation batch from 2 up, in increasing order"
+        return ExerciseResult(name, False, f"for {case} you gave {got}, TRL accepts {expected}: {hint}.")
+    example = trl_group_sizes(4, 4)
+    return ExerciseResult(name, True, f"matches TRL on {len(GROUP_CASES)} batches, e.g. 4 x 4 -> {example}.")
+
+
 # --------------------------------------------------------------------------------------------- notebook 06
 def check_entropy(entropy_from_logits: Callable[[torch.Tensor], torch.Tensor]) -> ExerciseResult:
     """Notebook 06, exercise 4: ``entropy_from_logits(logits)`` returns the entropy (in nats) of the softmax

@@ -268,3 +268,31 @@ def test_average_tool_mistakes(average, says):
     result = exercises.check_average_tool(average)
     assert not result.passed
     assert says in result.message
+
+
+def test_trl_group_sizes_are_the_divisors_from_two():
+    assert exercises.trl_group_sizes(6) == [2, 3, 6]  # 6 completions: groups of 2, 3 or 6
+    assert exercises.trl_group_sizes(5) == [5]  # a prime batch: one group of all 5 (1 is refused)
+    assert exercises.trl_group_sizes(4, 4) == [2, 4, 8, 16]  # 4 x 4 = 16: a group may exceed the micro-batch
+
+
+def test_solution_group_sizes_passes():
+    result = exercises.check_group_sizes(solution_namespace("03_hyperparameters_and_metrics")["group_sizes"])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(
+    ("group_sizes", "says"),
+    [
+        (lambda b, a=1: [b], "every divisor"),  # the notebook's stub: [8] against [2, 4, 8]
+        (lambda b, a=1: [g for g in range(1, b * a + 1) if b * a % g == 0], "num_generations >= 2"),  # 1 included
+        (lambda b, a=1: [g for g in range(2, b + 1) if b % g == 0], "gradient_accumulation_steps"),  # 4 x 4: [2, 4]
+        (lambda b, a=1: [g for g in range(2, b * a + 1) if b * a % g == 0][::-1], "increasing order"),
+        (lambda b, a=1: "2, 4, 8", "whole numbers"),
+        (lambda b, a=1: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_group_sizes_mistakes(group_sizes, says):
+    result = exercises.check_group_sizes(group_sizes)
+    assert not result.passed
+    assert says in result.message
