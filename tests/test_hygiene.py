@@ -3,6 +3,7 @@ GRPOConfig keywords that exist in the installed TRL, and ruff."""
 
 import ast
 import dataclasses
+import json
 import re
 import shlex
 import shutil
@@ -31,6 +32,17 @@ def code_cells(path: Path):
 def test_committed_notebook_has_no_outputs(path):
     dirty = [i for i, c in enumerate(code_cells(path)) if c.get("outputs") or c.get("execution_count")]
     assert not dirty, f"{path.name}: code cells {dirty} carry outputs; run `nbstripout {path}` before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_cell_has_its_own_id(path):
+    # nbformat 4.5 requires an id on every cell; a cell added by a script without one makes nbformat warn
+    # on every run (MissingIDFieldWarning), and a future nbformat refuses the file. Read raw, not normalised.
+    raw = json.loads(path.read_text())
+    cell_ids = [cell.get("id") for cell in raw["cells"]]
+    missing = [i for i, cell_id in enumerate(cell_ids) if not isinstance(cell_id, str) or not cell_id]
+    assert not missing, f"{path.name}: cells {missing} have no id; give each a unique one (e.g. '{path.stem[:2]}-NN')"
+    assert len(set(cell_ids)) == len(cell_ids), f"{path.name}: cell ids repeat"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
