@@ -377,3 +377,16 @@ def test_notebook_06_loss_names_policy_loss_and_notebook_11_for_the_other_object
         policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), None, ONE, mask, loss_type=loss_type)
     policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), None, ONE, mask, loss_type="grpo",
                 importance_sampling_level="sequence")  # fmt: skip
+
+
+def test_the_batch_probe_trains_notebook_11s_objectives():
+    """benchmarks/objective_batch_probe.py copies notebook 11's OBJECTIVES; the two must not drift apart."""
+    import ast
+
+    from repo_modules import REPO_ROOT, load
+
+    notebook = json.loads((REPO_ROOT / "notebooks" / "11_grpo_family.ipynb").read_text())
+    sources = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    cell = next(s for s in sources if "OBJECTIVES = {" in s)
+    assignment = next(n for n in ast.parse(cell).body if isinstance(n, ast.Assign) and n.targets[0].id == "OBJECTIVES")
+    assert load("benchmarks/objective_batch_probe.py").OBJECTIVES == ast.literal_eval(assignment.value)
