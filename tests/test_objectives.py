@@ -12,6 +12,7 @@ The toy tests of :func:`token_weights` give the expected arithmetic beside each 
 
 from __future__ import annotations
 
+import ast
 import doctest
 import json
 import math
@@ -21,6 +22,7 @@ import pytest
 import torch
 from conftest import TINY_CHAT_TEMPLATE, TINY_WORDS
 from datasets import Dataset
+from repo_modules import REPO_ROOT, load
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
@@ -381,10 +383,6 @@ def test_notebook_06_loss_names_policy_loss_and_notebook_11_for_the_other_object
 
 def test_the_batch_probe_trains_notebook_11s_objectives():
     """benchmarks/objective_batch_probe.py copies notebook 11's OBJECTIVES; the two must not drift apart."""
-    import ast
-
-    from repo_modules import REPO_ROOT, load
-
     notebook = json.loads((REPO_ROOT / "notebooks" / "11_grpo_family.ipynb").read_text())
     sources = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
     cell = next(s for s in sources if "OBJECTIVES = {" in s)
