@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +147,107 @@ def check_group_sizes(group_sizes: Callable[[int, int], Sequence[int]]) -> Exerc
     return ExerciseResult(name, True, f"matches TRL on {len(answers)} batches, e.g. 4 x 4 -> {answers[(4, 4)]}.")
 
 
+# --------------------------------------------------------------------------------------------- notebook 04
+def contains_answer(completions: list, answer: list[str], **kwargs: Any) -> list[float]:
+    """A stand-in reward for the check: 2.0 for a completion that contains its answer, else 0.0."""
+    return [2.0 if a in c[-1]["content"] else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+
+def check_scheduled_weight(scheduled_weight: Callable[..., Callable[..., list[float]]]) -> ExerciseResult:
+    """Notebook 04, exercise 7: ``ScheduledWeight(reward_func, start, end, steps)`` scales a reward by a weight that
+    falls linearly from ``start`` (first batch) to ``end`` (after ``steps`` batches) and then stays there, passes
+    TRL's keyword arguments on, and keeps a ``__name__`` that names the reward it wraps (TRL logs by it)."""
+    name = "Notebook 04, exercise 7 (ScheduledWeight)"
+    start, end, steps = 1.0, 0.25, 3
+    expected = [1.0, 0.75, 0.5, 0.25, 0.25]  # 1.0 - 0.75 * min(i, 3) / 3 for the batches i = 0, 1, 2, 3, 4
+    try:
+        wrapped = scheduled_weight(contains_answer, start=start, end=end, steps=steps)
+    except Exception as error:
+        return ExerciseResult(name, False, f"ScheduledWeight(reward, start=1.0, end=0.25, steps=3) raised "
+                                           f"{type(error).__name__}: {error}")  # fmt: skip
+    label = getattr(wrapped, "__name__", None)
+    if not isinstance(label, str) or "contains_answer" not in label:
+        hint = "name it after the wrapped reward, e.g. f'scheduled_{reward_func.__name__}' (TRL logs rewards by name)"
+        return ExerciseResult(name, False, f"its __name__ is {label!r}: {hint}")
+    completions, answer = [_chat("It is 4."), _chat("It is 5.")], ["4", "4"]  # raw rewards 2.0 and 0.0
+    weights = []
+    for _ in expected:
+        scores, problem = _call(wrapped, completions, answer=answer)
+        if scores is None:
+            return ExerciseResult(name, False, f"{problem} (TRL passes the dataset's columns, e.g. answer=..., "
+                                               "as keyword arguments: hand **kwargs on to the reward)")  # fmt: skip
+        if scores[1] != 0.0:
+            return ExerciseResult(name, False, f"a reward of 0 must stay 0 after scaling; got {scores}")
+        weights.append(scores[0] / 2.0)
+    if all(math.isclose(w, e) for w, e in zip(weights, expected, strict=True)):
+        return ExerciseResult(name, True, f"weights by batch {expected}, and it is logged as {label!r}.")
+    if all(math.isclose(w, e) for w, e in zip(weights, expected[1:] + [end], strict=True)):
+        hint = "the first batch must use the start weight: step the schedule after scoring, as AdaptiveWeight does"
+    elif weights[-1] < end - 1e-9:
+        hint = "after `steps` batches the weight stays at `end`: clamp it"
+    elif len({round(w, 9) for w in weights}) == 1:
+        hint = "the weight must fall from batch to batch: count the calls"
+    else:
+        hint = "weight for batch i (from 0) = start + (end - start) * min(i, steps) / steps"
+    got = [round(w, 4) for w in weights]
+    return ExerciseResult(name, False, f"weights by batch {got}, expected {expected}: {hint}.")
+
+
+# --------------------------------------------------------------------------------------------- notebook 05
+LORA_CASES = [(4, ["q_proj", "v_proj"]), (8, ["gate_proj", "down_proj"]), (2, "all-linear")]  # (r, target_modules)
+
+
+def _tiny_llama() -> torch.nn.Module:
+    """A randomly initialised two-layer Llama whose layers' in and out sizes all differ from one another."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)  # fmt: skip
+    return LlamaForCausalLM(config)
+
+
+def peft_lora_parameters(r: int, target_modules: str | list[str]) -> int:
+    """How many parameters PEFT trains on the check's tiny Llama for a ``LoraConfig(r=r, target_modules=...)``."""
+    from peft import LoraConfig, get_peft_model
+
+    with warnings.catch_warnings():  # PEFT calls a transformers method that warns of its own renaming
+        warnings.simplefilter("ignore", FutureWarning)
+        model = get_peft_model(_tiny_llama(), LoraConfig(r=r, lora_alpha=2 * r, target_modules=target_modules))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def check_lora_parameters(lora_parameter_count: Callable[..., int]) -> ExerciseResult:
+    """Notebook 05, exercise 6: ``lora_parameter_count(model, r, target_modules)`` is the number of parameters
+    LoRA trains, from the model's layer shapes; checked against PEFT itself on a tiny Llama."""
+    name = "Notebook 05, exercise 6 (lora_parameter_count)"
+    model = _tiny_llama()
+    linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    for r, targets in LORA_CASES:
+        expected = peft_lora_parameters(r, targets)
+        try:
+            got = lora_parameter_count(model, r, targets)
+        except Exception as error:
+            return ExerciseResult(name, False, f"calling it with r={r}, target_modules={targets!r} raised "
+                                               f"{type(error).__name__}: {error}")  # fmt: skip
+        if got == expected:
+            continue
+        chosen = {n: m for n, m in linears.items()
+                  if (n != "lm_head" if targets == "all-linear" else n.split(".")[-1] in targets)}  # fmt: skip
+        head = linears["lm_head"]
+        if got in (sum(r * m.in_features for m in chosen.values()), sum(r * m.out_features for m in chosen.values())):
+            hint = "each adapted layer trains two matrices, A (r x in_features) and B (out_features x r)"
+        elif targets == "all-linear" and got == expected + r * (head.in_features + head.out_features):
+            hint = "PEFT's 'all-linear' adapts every Linear layer except the output layer, lm_head"
+        elif got == sum(m.weight.numel() for m in chosen.values()):
+            hint = "LoRA does not train the layer's own weight (in x out), only r x (in + out) beside it"
+        else:
+            hint = ("add r * (in_features + out_features) for every nn.Linear whose name ends with one of "
+                    "target_modules (\"all-linear\": every one but lm_head)")  # fmt: skip
+        return ExerciseResult(name, False, f"r={r}, target_modules={targets!r}: you counted {got}, PEFT trains "
+                                           f"{expected}; {hint}.")  # fmt: skip
+    return ExerciseResult(name, True, f"matches PEFT on {len(LORA_CASES)} configurations of a tiny Llama.")
+
+
 # --------------------------------------------------------------------------------------------- notebook 06
 def check_entropy(entropy_from_logits: Callable[[torch.Tensor], torch.Tensor]) -> ExerciseResult:
     """Notebook 06, exercise 4: ``entropy_from_logits(logits)`` returns the entropy (in nats) of the softmax
@@ -267,6 +369,40 @@ def check_soft_label_reward(soft_label_reward: Callable[..., list[float]]) -> Ex
             )
             return ExerciseResult(name, False, f"{text!r} with label {label!r} scored {got}, expected {want}.{hint}")
     return ExerciseResult(name, True, f"all {len(cases)} cases score as expected (exact 1.0, inside a sentence 0.5).")
+
+
+# --------------------------------------------------------------------------------------------- notebook 09
+DECODE_CASES = [  # (parameters, bytes per parameter, bandwidth in GB/s, batch) -> tokens per second, at most
+    ((135e6, 4, 100, 1), 100e9 / (135e6 * 4)),  # SmolLM2-135M in float32, 100 GB/s, one sequence: 185.2
+    ((135e6, 2, 3350, 64), 64 * 3350e9 / (135e6 * 2)),  # bfloat16 on an H100's 3350 GB/s, 64 sequences: 794,074
+    ((7e9, 2, 3350, 1), 3350e9 / (7e9 * 2)),  # a 7B model, one sequence: 239.3
+]
+
+
+def check_decode_bound(decode_bound: Callable[..., float]) -> ExerciseResult:
+    """Notebook 09, exercise 5: ``decode_bound(parameters, bytes_per_parameter, bandwidth_gb_per_s, batch_size)``
+    is the most tokens per second that decoding can produce when every step reads all the weights once from
+    memory: batch_size x bandwidth / weight bytes (GB = 1e9 bytes; the KV cache and activations ignored)."""
+    name = "Notebook 09, exercise 5 (decode_bound)"
+    for (parameters, nbytes, bandwidth, batch), expected in DECODE_CASES:
+        try:
+            got = float(decode_bound(parameters, nbytes, bandwidth, batch))
+        except Exception as error:
+            return ExerciseResult(name, False, f"calling it raised {type(error).__name__}: {error}")
+        if math.isclose(got, expected, rel_tol=1e-6):
+            continue
+        case = f"decode_bound({parameters:g}, {nbytes}, {bandwidth}, {batch})"
+        if math.isclose(got * batch, expected, rel_tol=1e-6) and batch > 1:
+            hint = "one read of the weights serves every sequence in the batch: multiply by batch_size"
+        elif any(math.isclose(got, expected * f, rel_tol=1e-6) for f in (1024**3 / 1e9, 1e9 / 1024**3)):
+            hint = "GB/s here means 1e9 bytes per second, not 1024**3"
+        elif any(math.isclose(got, expected * f, rel_tol=1e-6) for f in (8, 1 / 8)):
+            hint = "bytes_per_parameter already counts bytes: no factor of 8"
+        else:
+            hint = "tokens per second = batch_size x bandwidth (bytes/s) / (parameters x bytes_per_parameter)"
+        return ExerciseResult(name, False, f"{case} gave {got:,.1f}, expected {expected:,.1f}: {hint}.")
+    return ExerciseResult(name, True, f"a 135M float32 model at 100 GB/s: at most {DECODE_CASES[0][1]:.0f} tokens/s "
+                                      f"for one sequence, {64 * DECODE_CASES[0][1]:,.0f} for 64.")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- notebook 11

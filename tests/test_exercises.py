@@ -296,3 +296,129 @@ def test_group_sizes_mistakes(group_sizes, says):
     result = exercises.check_group_sizes(group_sizes)
     assert not result.passed
     assert says in result.message
+
+
+# --- notebook 04: a scheduled reward weight -----------------------------------------------------------------
+class _Scheduled:
+    """ScheduledWeight with its mistakes switchable: counting before scoring, no clamp, no name."""
+
+    def __init__(self, reward_func, start=1.0, end=0.25, steps=10, count_first=False, clamp=True, name=True):
+        self.reward_func, self.start, self.end, self.steps = reward_func, start, end, steps
+        self.count_first, self.clamp, self.batches = count_first, clamp, 0
+        if name:
+            self.__name__ = f"scheduled_{reward_func.__name__}"
+
+    def __call__(self, completions, **kwargs):
+        self.batches += self.count_first
+        i = min(self.batches, self.steps) if self.clamp else self.batches
+        self.batches += not self.count_first
+        weight = self.start + (self.end - self.start) * i / self.steps
+        return [weight * r for r in self.reward_func(completions, **kwargs)]
+
+
+def test_solution_scheduled_weight_passes():
+    result = exercises.check_scheduled_weight(solution_namespace("04_multi_stage_training")["ScheduledWeight"])
+    assert result.passed, result.message  # weights 1.0, 0.75, 0.5, 0.25, 0.25 (start 1, end 0.25, 3 steps)
+
+
+def _unweighted(reward_func, start=1.0, end=0.25, steps=10):  # the notebook's stub: the reward, never scaled
+    def scaled(completions, **kwargs):
+        return reward_func(completions, **kwargs)
+
+    scaled.__name__ = f"scheduled_{reward_func.__name__}"
+    return scaled
+
+
+@pytest.mark.parametrize(
+    ("scheduled", "says"),
+    [
+        (_unweighted, "count the calls"),  # weights 1, 1, 1, 1, 1
+        (lambda f, **kw: _Scheduled(f, **kw, count_first=True), "first batch must use the start weight"),
+        (lambda f, **kw: _Scheduled(f, **kw, clamp=False), "clamp it"),  # 1.0, 0.75, 0.5, 0.25, 0.0
+        (lambda f, **kw: _Scheduled(f, **kw, name=False), "__name__"),
+        (lambda f, **kw: (lambda completions: f(completions)), "__name__"),  # no name, and no **kwargs
+        (lambda f, start, end, steps: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_scheduled_weight_mistakes(scheduled, says):
+    result = exercises.check_scheduled_weight(scheduled)
+    assert not result.passed
+    assert says in result.message
+
+
+def test_scheduled_weight_must_pass_the_columns_on():
+    def no_kwargs(reward_func, start=1.0, end=0.25, steps=10):
+        def scaled(completions, **kwargs):
+            return reward_func(completions)  # drops answer=...
+
+        scaled.__name__ = f"scheduled_{reward_func.__name__}"
+        return scaled
+
+    result = exercises.check_scheduled_weight(no_kwargs)
+    assert not result.passed and "**kwargs" in result.message
+
+
+# --- notebook 05: LoRA's parameter count --------------------------------------------------------------------
+def test_peft_counts_on_the_tiny_llama():
+    # q_proj 32 -> 32 and v_proj 32 -> 16 in 2 layers, r = 4: 2 x (4 x (32 + 32) + 4 x (32 + 16)) = 896
+    assert exercises.peft_lora_parameters(4, ["q_proj", "v_proj"]) == 896
+
+
+def test_solution_lora_parameter_count_passes():
+    result = exercises.check_lora_parameters(solution_namespace("05_lora_merge_and_inference")["lora_parameter_count"])
+    assert result.passed, result.message
+
+
+def _lora_count(side="both", head=False, weights=False):
+    def count(model, r, target_modules):
+        total = 0
+        for name, module in model.named_modules():
+            leaf = name.split(".")[-1]
+            if not isinstance(module, torch.nn.Linear):
+                continue
+            if not (head or leaf != "lm_head") if target_modules == "all-linear" else leaf not in target_modules:
+                continue
+            sizes = {"both": module.in_features + module.out_features, "in": module.in_features}[side]
+            total += module.weight.numel() if weights else r * sizes
+        return total
+
+    return count
+
+
+@pytest.mark.parametrize(
+    ("count", "says"),
+    [
+        (lambda model, r, target_modules: 0, "add r * (in_features + out_features)"),  # the notebook's stub
+        (_lora_count(side="in"), "two matrices"),
+        (_lora_count(head=True), "except the output layer"),
+        (_lora_count(weights=True), "does not train the layer's own weight"),
+        (lambda model, r, target_modules: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_lora_parameter_count_mistakes(count, says):
+    result = exercises.check_lora_parameters(count)
+    assert not result.passed
+    assert says in result.message
+
+
+# --- notebook 09: the memory-bandwidth bound of decoding ----------------------------------------------------
+def test_solution_decode_bound_passes():
+    result = exercises.check_decode_bound(solution_namespace("09_scaling_out")["decode_bound"])
+    assert result.passed, result.message
+    assert "185 tokens/s" in result.message  # 100e9 B/s / (135e6 x 4 B) = 185.2 decoding steps a second
+
+
+@pytest.mark.parametrize(
+    ("bound", "says"),
+    [
+        (lambda p, b, bw, n: 0.0, "tokens per second = batch_size"),  # the notebook's stub
+        (lambda p, b, bw, n: bw * 1e9 / (p * b), "multiply by batch_size"),
+        (lambda p, b, bw, n: n * bw * 1024**3 / (p * b), "not 1024**3"),
+        (lambda p, b, bw, n: n * bw * 1e9 / (p * b * 8), "no factor of 8"),
+        (lambda p, b, bw, n: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_decode_bound_mistakes(bound, says):
+    result = exercises.check_decode_bound(bound)
+    assert not result.passed
+    assert says in result.message
