@@ -92,6 +92,48 @@ def check_topic_reward(topic_reward: Callable[..., list[float]]) -> ExerciseResu
     )  # fmt: skip
 
 
+# --------------------------------------------------------------------------------------------- notebook 02
+ANSWER_CASES = [  # (completion text, its answer, the reward it earns, why)
+    ("<reasoning>\n4 plus 7 equals 11.\n</reasoning>\n<answer>\n11\n</answer>", "11", 1.0, "right, one answer"),
+    ("<reasoning>\n4 plus 7 equals 12.\n</reasoning>\n<answer>\n12\n</answer>", "11", 0.0, "wrong"),
+    ("<answer>10</answer><answer>12</answer><answer>11</answer>", "11", 0.0, "three answers, the last one right"),
+    ("Sure! The sum is easy. <answer>11</answer>", "11", 1.0, "one answer after free text: format is not its job"),
+    ("<reasoning>\n2 plus 3.\n</reasoning>\n<answer>5</answer>", "5", 1.0, "right, another question's answer"),
+    ("<reasoning>\n9 plus 9.\n</reasoning>\n<answer>18.0</answer>", "18", 1.0, "18.0 is the number 18"),
+    ("<reasoning>\nclose to 11.\n</reasoning>\n<answer>11 or 12</answer>", "11", 0.0, "a hedge"),
+    ("11", "11", 0.0, "no answer tags"),
+]
+
+
+def check_single_answer_reward(single_answer_reward: Callable[..., list[float]]) -> ExerciseResult:
+    """Notebook 02, exercise 6: ``single_answer_reward(completions, answer, **kwargs)`` pays 1.0 for a correct
+    answer as ``correctness_reward`` does, but only when the completion has exactly one ``<answer>`` block."""
+    name = "Notebook 02, exercise 6 (single_answer_reward)"
+    completions = [_chat(text) for text, *_ in ANSWER_CASES]
+    answers = [answer for _, answer, *_ in ANSWER_CASES]
+    expected = [reward for *_, reward, _ in ANSWER_CASES]
+    scores, problem = _call(single_answer_reward, completions, answer=answers, prompts=[[]] * len(completions),
+                            completion_ids=[[0]] * len(completions))  # fmt: skip
+    if scores is None:
+        if "keyword argument" in problem:
+            problem += " (TRL passes prompts, completion_ids and every dataset column: keep **kwargs)"
+        return ExerciseResult(name, False, problem)
+    for (text, answer, reward, why), got in zip(ANSWER_CASES, scores, strict=True):
+        if got == reward:
+            continue
+        if why.startswith("three answers"):
+            hint = "count the <answer> blocks first: more than one earns nothing, however the last one reads"
+        elif why == "18.0 is the number 18":
+            hint = "compare numbers, not strings: parse_number(extract_answer(text)) against parse_number(answer)"
+        elif why.startswith("right, another"):
+            hint = "compare each completion with its own answer, answer[i]"
+        else:
+            hint = f"{why}; start from correctness_reward's comparison, then count the <answer> blocks"
+        return ExerciseResult(name, False, f"{text!r} (answer {answer}) scored {got}, expected {reward}: {hint}.")
+    return ExerciseResult(name, True, f"{expected.count(1.0)} paid, {expected.count(0.0)} refused, including "
+                                      "three answer tags whose last one is right.")  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------- notebook 03
 GROUP_CASES = [(8, 1), (6, 1), (5, 1), (4, 4), (12, 2)]  # (per_device_train_batch_size, gradient_accumulation_steps)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from course_utils import exercises
-from course_utils.rewards import completion_text, make_length_reward
+from course_utils.rewards import completion_text, correctness_reward, extract_answer, make_length_reward
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
 MARK = "# checked by tests/test_exercises.py"
@@ -420,5 +420,41 @@ def test_solution_decode_bound_passes():
 )
 def test_decode_bound_mistakes(bound, says):
     result = exercises.check_decode_bound(bound)
+    assert not result.passed
+    assert says in result.message
+
+
+# --- notebook 02: correctness with a single answer ----------------------------------------------------------
+def test_solution_single_answer_reward_passes():
+    result = exercises.check_single_answer_reward(
+        solution_namespace("02_format_and_correctness_rewards")["single_answer_reward"]
+    )
+    assert result.passed, result.message
+
+
+def _string_match(completions, answer, **kwargs):  # "18.0" is not "18" as text
+    texts = [c[-1]["content"] for c in completions]
+    pairs = zip(texts, answer, strict=True)
+    return [1.0 if t.count("<answer>") == 1 and extract_answer(t) == a else 0.0 for t, a in pairs]
+
+
+def _first_answer_for_all(completions, answer, **kwargs):  # one answer tag, but always compared with answer[0]
+    scores = correctness_reward(completions, [answer[0]] * len(completions))
+    return [s if c[-1]["content"].count("<answer>") == 1 else 0.0 for s, c in zip(scores, completions, strict=True)]
+
+
+@pytest.mark.parametrize(
+    ("reward", "says"),
+    [
+        (lambda completions, answer, **kwargs: [0.0] * len(completions), "right, one answer"),  # the stub
+        (correctness_reward, "count the <answer> blocks first"),  # pays the last of three answers
+        (_string_match, "compare numbers, not strings"),
+        (_first_answer_for_all, "its own answer"),
+        (lambda completions, answer: [0.0] * len(completions), "keep **kwargs"),
+        (lambda completions, answer, **kwargs: [1.0], "one number per completion"),
+    ],
+)
+def test_single_answer_reward_mistakes(reward, says):
+    result = exercises.check_single_answer_reward(reward)
     assert not result.passed
     assert says in result.message
