@@ -7,6 +7,11 @@ Generation is the largest single share of a GRPO step on a CPU (see docs/BENCHMA
 ``model.generate`` alone, as TRL calls it (sampling at temperature 1, no top-k), for several batch sizes, in
 float32 and under bfloat16 autocast, and prints seconds per 16 completions, so the effect of batching more
 completions per call and of the precision can be read without a trainer around them.
+
+Each row also shows how far generation is from this machine's limit. A decoding step must read every
+weight once (memory) and do 2 x parameters x batch floating-point operations (compute); the probe measures
+the machine's read bandwidth and float32 matrix-product rate, and the bound is the batch divided by the
+slower of the two times. It is an upper bound: it ignores the KV cache, attention and sampling.
 """
 
 from __future__ import annotations
@@ -19,20 +24,70 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def _best_seconds(work, repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``work``, after one untimed call."""
+    work()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def read_bandwidth_gb_s(megabytes: int = 1024, repeats: int = 5) -> float:
+    """Memory read bandwidth, GB/s (1e9 bytes): summing a float32 tensor far larger than the caches."""
+    import torch
+
+    x = torch.ones(megabytes * 2**20 // 4)
+    return x.numel() * 4 / _best_seconds(x.sum, repeats) / 1e9
+
+
+def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
+    """float32 matrix-product rate, GFLOP/s: an n x n product takes 2 n**3 operations."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / _best_seconds(lambda: a @ b, repeats) / 1e9
+
+
+def decode_bound_tokens_per_second(weight_bytes: float, parameters: float, batch: int, bandwidth_gb_s: float,
+                                   gflops: float) -> float:  # fmt: skip
+    """At most this many tokens a second: each step reads the weights once and computes 2 x parameters x batch.
+
+    >>> round(decode_bound_tokens_per_second(540e6, 135e6, 16, 10.0, 100.0))  # memory: 54 ms a step; compute: 43 ms
+    296
+    """
+    step_seconds = max(weight_bytes / (bandwidth_gb_s * 1e9), 2 * parameters * batch / (gflops * 1e9))
+    return batch / step_seconds
+
+
 def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str]:
-    """The markdown table (header and a row per batch size and precision) of sampling ``tokens`` tokens."""
+    """A line with the machine's measured limits, then the markdown table (a row per batch size and
+    precision) of sampling ``tokens`` tokens, with tokens per second against the bound."""
     import torch
 
     from course_utils.models import load_model
 
+    bandwidth, gflops = read_bandwidth_gb_s(), matmul_gflops()
     model, tokenizer = load_model("auto", verbose=False)
+    parameters = sum(p.numel() for p in model.parameters())
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     model.eval()
     tokenizer.padding_side = "left"
     device = next(model.parameters()).device
     warm = tokenizer.apply_chat_template([[{"role": "user", "content": "Hi"}]], add_generation_prompt=True,
                                          return_tensors="pt", return_dict=True).to(device)  # fmt: skip
     model.generate(**warm, max_new_tokens=2, do_sample=False, pad_token_id=tokenizer.pad_token_id)  # warm-up
-    lines = ["| completions per call | precision | seconds | seconds per 16 completions |", "|---|---|---|---|"]
+    lines = [
+        f"Measured limits of this machine ({torch.get_num_threads()} threads): read bandwidth {bandwidth:.1f} GB/s, "
+        f"float32 matrix products {gflops:.0f} GFLOP/s; weights {weight_bytes / 1e9:.2f} GB ({parameters / 1e6:.0f}M "
+        "parameters). Bound: the float32 limits for both precisions.",
+        "",
+        "| completions per call | precision | seconds | seconds per 16 completions | tokens/s | bound, tokens/s "
+        "| share of the bound |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for batch in batches:
         question = "Tell me about topic number {} in one sentence."
         prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
@@ -53,7 +108,10 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
                     pad_token_id=tokenizer.pad_token_id,
                 )
             seconds = time.perf_counter() - start
-            lines.append(f"| {batch} | {precision} | {seconds:.2f} | {seconds / batch * 16:.2f} |")
+            rate = batch * tokens / seconds
+            bound = decode_bound_tokens_per_second(weight_bytes, parameters, batch, bandwidth, gflops)
+            lines.append(f"| {batch} | {precision} | {seconds:.2f} | {seconds / batch * 16:.2f} | {rate:.0f} | "
+                         f"{bound:.0f} | {rate / bound:.0%} |")  # fmt: skip
     return lines
 
 

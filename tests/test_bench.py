@@ -184,5 +184,15 @@ def test_bf16_lever_only_where_the_hardware_has_native_bf16(monkeypatch):
 def test_generation_probe_prints_a_row_per_batch_and_precision(capsys):
     probe = load("benchmarks/generation_probe.py")
     assert probe.main(["--batches", "2", "--tokens", "2"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 2 |")]
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| 2 |")]
     assert [r.split(" | ")[1] for r in rows] == ["float32", "bf16 autocast"]
+    assert "read bandwidth" in out and all(r.endswith("% |") for r in rows)  # each row's share of the bound
+
+
+def test_decode_bound_is_the_slower_of_memory_and_compute():
+    probe = load("benchmarks/generation_probe.py")
+    # 0.54 GB of weights at 10 GB/s: 54 ms a step; 2 x 135e6 x 16 operations at 100 GFLOP/s: 43.2 ms; 16 / 0.054
+    assert round(probe.decode_bound_tokens_per_second(540e6, 135e6, 16, 10.0, 100.0), 1) == 296.3
+    # at 64 completions compute takes over: 2 x 135e6 x 64 / 100e9 = 172.8 ms a step; 64 / 0.1728
+    assert round(probe.decode_bound_tokens_per_second(540e6, 135e6, 64, 10.0, 100.0), 1) == 370.4
