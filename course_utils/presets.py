@@ -125,7 +125,7 @@ ARITHMETIC_PRESETS: dict[str, Preset] = {
         num_generations=4,
         per_device_train_batch_size=16,
         max_completion_length=48,
-        max_steps=20,
+        max_steps=16,  # at 20, notebook 04's cpu run took 11.5 min (2026-11-29); cpu-ci's 12 are proved on 3 seeds
         n_eval=64,
         eval_batch_size=64,
     ),
