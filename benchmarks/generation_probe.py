@@ -35,7 +35,7 @@ def _best_seconds(work, repeats: int) -> float:
     return best
 
 
-def read_bandwidth_gb_s(megabytes: int = 1024, repeats: int = 5) -> float:
+def read_bandwidth_gb_s(megabytes: int = 512, repeats: int = 3) -> float:
     """Memory read bandwidth, GB/s (1e9 bytes): summing a float32 tensor far larger than the caches."""
     import torch
 
@@ -43,7 +43,7 @@ def read_bandwidth_gb_s(megabytes: int = 1024, repeats: int = 5) -> float:
     return x.numel() * 4 / _best_seconds(x.sum, repeats) / 1e9
 
 
-def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
+def matmul_gflops(n: int = 2048, repeats: int = 3) -> float:
     """float32 matrix-product rate, GFLOP/s: an n x n product takes 2 n**3 operations."""
     import torch
 
