@@ -83,19 +83,12 @@ def test_topic_reward_stub_and_mistakes():
     assert not wrong_length and "one number per completion" in wrong_length.message
 
 
-@pytest.mark.parametrize(
-    ("entropy", "says"),
-    [
-        (lambda logits: torch.zeros(logits.shape[:-1]), "off by up to"),
-        (lambda logits: (logits.softmax(-1) * logits.log_softmax(-1)).sum(-1), "the wrong sign"),
-        (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1)).sum(), "shape"),
-        (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1) / torch.log(torch.tensor(2.0))).sum(-1), "bits"),
-    ],
-    ids=["stub", "sign", "summed-everything", "log2"],
-)
-def test_entropy_mistakes(entropy, says):
-    result = exercises.check_entropy(entropy)
-    assert not result and says in result.message
+ENTROPY_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda logits: torch.zeros(logits.shape[:-1]), "off by up to"),  # the notebook's stub
+    (lambda logits: (logits.softmax(-1) * logits.log_softmax(-1)).sum(-1), "the wrong sign"),
+    (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1)).sum(), "shape"),  # summed over everything
+    (lambda logits: -(logits.softmax(-1) * logits.log_softmax(-1) / torch.log(torch.tensor(2.0))).sum(-1), "bits"),
+]
 
 
 def test_hack_check_refuses_a_non_hack_and_a_fix_that_does_not_catch():
@@ -167,21 +160,14 @@ def _arithmetic_mean(logps, old_logps, mask):
     return ((logps - old_logps).exp() * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True)
 
 
-@pytest.mark.parametrize(
-    ("ratio", "says"),
-    [
-        (lambda logps, old, mask: torch.ones(logps.size(0), 1, dtype=logps.dtype), "expected"),  # the notebook's stub
-        (_sum_of_log_ratios, "1/|o_i|"),  # exp(0.6), exp(0.4): the whole completion's likelihood ratio
-        (_mean_over_padding, "mask"),  # exp(10.6 / 4): the padding's moved log-probs leak in
-        (_arithmetic_mean, "geometric"),  # (e^0.4 + e^0.2) / 2 = 1.357 instead of e^0.3 = 1.350
-        (lambda logps, old, mask: torch.exp(((logps - old) * mask).sum(-1) / mask.sum(-1)).tolist(), "shape"),
-        (lambda logps, old, mask: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_sequence_ratio_mistakes(ratio, says):
-    result = exercises.check_sequence_ratio(ratio)
-    assert not result.passed
-    assert says in result.message
+SEQUENCE_RATIO_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda logps, old, mask: torch.ones(logps.size(0), 1, dtype=logps.dtype), "expected"),  # the notebook's stub
+    (_sum_of_log_ratios, "1/|o_i|"),  # exp(0.6), exp(0.4): the whole completion's likelihood ratio
+    (_mean_over_padding, "mask"),  # exp(10.6 / 4): the padding's moved log-probs leak in
+    (_arithmetic_mean, "geometric"),  # (e^0.4 + e^0.2) / 2 = 1.357 instead of e^0.3 = 1.350
+    (lambda logps, old, mask: torch.exp(((logps - old) * mask).sum(-1) / mask.sum(-1)).tolist(), "shape"),
+    (lambda logps, old, mask: 1 / 0, "ZeroDivisionError"),
+]
 
 
 def test_solution_pessimistic_passes():
@@ -189,21 +175,14 @@ def test_solution_pessimistic_passes():
     assert result.passed, result.message
 
 
-@pytest.mark.parametrize(
-    ("pessimistic", "says"),
-    [
-        (lambda m, k=1.0: [statistics.fmean(s) for s in zip(*m, strict=True)], "plain mean"),  # the notebook's stub
-        (lambda m, k=1.0: [statistics.fmean(s) - k * statistics.stdev(s) for s in zip(*m, strict=True)], "population"),
-        (lambda m, k=1.0: [statistics.fmean(s) - statistics.pstdev(s) for s in zip(*m, strict=True)], "by k"),
-        (lambda m, k=1.0: [min(s) for s in zip(*m, strict=True)], "expected"),  # the minimum: right only for 2 members
-        (lambda m, k=1.0: [0.0], "one score per completion"),
-        (lambda m, k=1.0: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_pessimistic_mistakes(pessimistic, says):
-    result = exercises.check_pessimistic(pessimistic)
-    assert not result.passed
-    assert says in result.message
+PESSIMISTIC_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda m, k=1.0: [statistics.fmean(s) for s in zip(*m, strict=True)], "plain mean"),  # the notebook's stub
+    (lambda m, k=1.0: [statistics.fmean(s) - k * statistics.stdev(s) for s in zip(*m, strict=True)], "population"),
+    (lambda m, k=1.0: [statistics.fmean(s) - statistics.pstdev(s) for s in zip(*m, strict=True)], "by k"),
+    (lambda m, k=1.0: [min(s) for s in zip(*m, strict=True)], "expected"),  # the minimum: right only for 2 members
+    (lambda m, k=1.0: [0.0], "one score per completion"),
+    (lambda m, k=1.0: 1 / 0, "ZeroDivisionError"),
+]
 
 
 def _average(numbers: list[float]) -> str:
@@ -255,19 +234,12 @@ def test_average_tool_solution_passes():
     assert result.passed, result.message
 
 
-@pytest.mark.parametrize(
-    ("average", "says"),
-    [
-        (_average_no_docstring, "schema"),  # TRL needs a docstring with Args: to describe the tool
-        (_average_of_text, "array"),
-        (_average_off_by_one, "expected the text of 5"),  # (2 + 4 + 9) / 4 = 3.75, not 5
-        (_average_silent_on_empty, "empty"),
-    ],
-)
-def test_average_tool_mistakes(average, says):
-    result = exercises.check_average_tool(average)
-    assert not result.passed
-    assert says in result.message
+AVERAGE_TOOL_MISTAKES = [  # (the answer, what the check's message must say)
+    (_average_no_docstring, "schema"),  # TRL needs a docstring with Args: to describe the tool
+    (_average_of_text, "array"),
+    (_average_off_by_one, "expected the text of 5"),  # (2 + 4 + 9) / 4 = 3.75, not 5
+    (_average_silent_on_empty, "empty"),
+]
 
 
 def test_trl_group_sizes_are_the_divisors_from_two():
@@ -281,21 +253,14 @@ def test_solution_group_sizes_passes():
     assert result.passed, result.message
 
 
-@pytest.mark.parametrize(
-    ("group_sizes", "says"),
-    [
-        (lambda b, a=1: [b], "every divisor"),  # the notebook's stub: [8] against [2, 4, 8]
-        (lambda b, a=1: [g for g in range(1, b * a + 1) if b * a % g == 0], "num_generations >= 2"),  # 1 included
-        (lambda b, a=1: [g for g in range(2, b + 1) if b % g == 0], "gradient_accumulation_steps"),  # 4 x 4: [2, 4]
-        (lambda b, a=1: [g for g in range(2, b * a + 1) if b * a % g == 0][::-1], "increasing order"),
-        (lambda b, a=1: "2, 4, 8", "whole numbers"),
-        (lambda b, a=1: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_group_sizes_mistakes(group_sizes, says):
-    result = exercises.check_group_sizes(group_sizes)
-    assert not result.passed
-    assert says in result.message
+GROUP_SIZES_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda b, a=1: [b], "every divisor"),  # the notebook's stub: [8] against [2, 4, 8]
+    (lambda b, a=1: [g for g in range(1, b * a + 1) if b * a % g == 0], "num_generations >= 2"),  # 1 included
+    (lambda b, a=1: [g for g in range(2, b + 1) if b % g == 0], "gradient_accumulation_steps"),  # 4 x 4: [2, 4]
+    (lambda b, a=1: [g for g in range(2, b * a + 1) if b * a % g == 0][::-1], "increasing order"),
+    (lambda b, a=1: "2, 4, 8", "whole numbers"),
+    (lambda b, a=1: 1 / 0, "ZeroDivisionError"),
+]
 
 
 # --- notebook 04: a scheduled reward weight -----------------------------------------------------------------
@@ -329,21 +294,14 @@ def _unweighted(reward_func, start=1.0, end=0.25, steps=10):  # the notebook's s
     return scaled
 
 
-@pytest.mark.parametrize(
-    ("scheduled", "says"),
-    [
-        (_unweighted, "count the calls"),  # weights 1, 1, 1, 1, 1
-        (lambda f, **kw: _Scheduled(f, **kw, count_first=True), "first batch must use the start weight"),
-        (lambda f, **kw: _Scheduled(f, **kw, clamp=False), "clamp it"),  # 1.0, 0.75, 0.5, 0.25, 0.0
-        (lambda f, **kw: _Scheduled(f, **kw, name=False), "__name__"),
-        (lambda f, **kw: (lambda completions: f(completions)), "__name__"),  # no name, and no **kwargs
-        (lambda f, start, end, steps: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_scheduled_weight_mistakes(scheduled, says):
-    result = exercises.check_scheduled_weight(scheduled)
-    assert not result.passed
-    assert says in result.message
+SCHEDULED_WEIGHT_MISTAKES = [  # (the answer, what the check's message must say)
+    (_unweighted, "count the calls"),  # weights 1, 1, 1, 1, 1
+    (lambda f, **kw: _Scheduled(f, **kw, count_first=True), "first batch must use the start weight"),
+    (lambda f, **kw: _Scheduled(f, **kw, clamp=False), "clamp it"),  # 1.0, 0.75, 0.5, 0.25, 0.0
+    (lambda f, **kw: _Scheduled(f, **kw, name=False), "__name__"),
+    (lambda f, **kw: lambda completions: f(completions), "__name__"),  # no name, and no **kwargs
+    (lambda f, start, end, steps: 1 / 0, "ZeroDivisionError"),
+]
 
 
 def test_scheduled_weight_must_pass_the_columns_on():
@@ -385,20 +343,13 @@ def _lora_count(side="both", head=False, weights=False):
     return count
 
 
-@pytest.mark.parametrize(
-    ("count", "says"),
-    [
-        (lambda model, r, target_modules: 0, "add r * (in_features + out_features)"),  # the notebook's stub
-        (_lora_count(side="in"), "two matrices"),
-        (_lora_count(head=True), "except the output layer"),
-        (_lora_count(weights=True), "does not train the layer's own weight"),
-        (lambda model, r, target_modules: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_lora_parameter_count_mistakes(count, says):
-    result = exercises.check_lora_parameters(count)
-    assert not result.passed
-    assert says in result.message
+LORA_PARAMETER_COUNT_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda model, r, target_modules: 0, "add r * (in_features + out_features)"),  # the notebook's stub
+    (_lora_count(side="in"), "two matrices"),
+    (_lora_count(head=True), "except the output layer"),
+    (_lora_count(weights=True), "does not train the layer's own weight"),
+    (lambda model, r, target_modules: 1 / 0, "ZeroDivisionError"),
+]
 
 
 # --- notebook 09: the memory-bandwidth bound of decoding ----------------------------------------------------
@@ -408,20 +359,13 @@ def test_solution_decode_bound_passes():
     assert "185 tokens/s" in result.message  # 100e9 B/s / (135e6 x 4 B) = 185.2 decoding steps a second
 
 
-@pytest.mark.parametrize(
-    ("bound", "says"),
-    [
-        (lambda p, b, bw, n: 0.0, "tokens per second = batch_size"),  # the notebook's stub
-        (lambda p, b, bw, n: bw * 1e9 / (p * b), "multiply by batch_size"),
-        (lambda p, b, bw, n: n * bw * 1024**3 / (p * b), "not 1024**3"),
-        (lambda p, b, bw, n: n * bw * 1e9 / (p * b * 8), "no factor of 8"),
-        (lambda p, b, bw, n: 1 / 0, "ZeroDivisionError"),
-    ],
-)
-def test_decode_bound_mistakes(bound, says):
-    result = exercises.check_decode_bound(bound)
-    assert not result.passed
-    assert says in result.message
+DECODE_BOUND_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda p, b, bw, n: 0.0, "tokens per second = batch_size"),  # the notebook's stub
+    (lambda p, b, bw, n: bw * 1e9 / (p * b), "multiply by batch_size"),
+    (lambda p, b, bw, n: n * bw * 1024**3 / (p * b), "not 1024**3"),
+    (lambda p, b, bw, n: n * bw * 1e9 / (p * b * 8), "no factor of 8"),
+    (lambda p, b, bw, n: 1 / 0, "ZeroDivisionError"),
+]
 
 
 # --- notebook 02: correctness with a single answer ----------------------------------------------------------
@@ -443,18 +387,34 @@ def _first_answer_for_all(completions, answer, **kwargs):  # one answer tag, but
     return [s if c[-1]["content"].count("<answer>") == 1 else 0.0 for s, c in zip(scores, completions, strict=True)]
 
 
+SINGLE_ANSWER_REWARD_MISTAKES = [  # (the answer, what the check's message must say)
+    (lambda completions, answer, **kwargs: [0.0] * len(completions), "right, one answer"),  # the stub
+    (correctness_reward, "count the <answer> blocks first"),  # pays the last of three answers
+    (_string_match, "compare numbers, not strings"),
+    (_first_answer_for_all, "its own answer"),
+    (lambda completions, answer: [0.0] * len(completions), "keep **kwargs"),
+    (lambda completions, answer, **kwargs: [1.0], "one number per completion"),
+]
+
+
+# --- every typical mistake above fails its check, and the message names what to change ------------------------
+MISTAKES = [
+    *[(exercises.check_entropy, *m) for m in ENTROPY_MISTAKES],
+    *[(exercises.check_sequence_ratio, *m) for m in SEQUENCE_RATIO_MISTAKES],
+    *[(exercises.check_pessimistic, *m) for m in PESSIMISTIC_MISTAKES],
+    *[(exercises.check_average_tool, *m) for m in AVERAGE_TOOL_MISTAKES],
+    *[(exercises.check_group_sizes, *m) for m in GROUP_SIZES_MISTAKES],
+    *[(exercises.check_scheduled_weight, *m) for m in SCHEDULED_WEIGHT_MISTAKES],
+    *[(exercises.check_lora_parameters, *m) for m in LORA_PARAMETER_COUNT_MISTAKES],
+    *[(exercises.check_decode_bound, *m) for m in DECODE_BOUND_MISTAKES],
+    *[(exercises.check_single_answer_reward, *m) for m in SINGLE_ANSWER_REWARD_MISTAKES],
+]
+
+
 @pytest.mark.parametrize(
-    ("reward", "says"),
-    [
-        (lambda completions, answer, **kwargs: [0.0] * len(completions), "right, one answer"),  # the stub
-        (correctness_reward, "count the <answer> blocks first"),  # pays the last of three answers
-        (_string_match, "compare numbers, not strings"),
-        (_first_answer_for_all, "its own answer"),
-        (lambda completions, answer: [0.0] * len(completions), "keep **kwargs"),
-        (lambda completions, answer, **kwargs: [1.0], "one number per completion"),
-    ],
+    ("check", "answer", "says"), [pytest.param(*m, id=f"{m[0].__name__}: {m[2]}") for m in MISTAKES]
 )
-def test_single_answer_reward_mistakes(reward, says):
-    result = exercises.check_single_answer_reward(reward)
+def test_a_typical_mistake_fails_and_the_message_says_what_to_change(check, answer, says):
+    result = check(answer)
     assert not result.passed
     assert says in result.message
