@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where generation time goes: sampling 32 tokens for a batch of chat prompts, by batch size and precision.
 
-    python benchmarks/generation_probe.py [--batches 16 32 64] [--tokens 32]
+    python benchmarks/generation_probe.py [--batches 16 32 64] [--tokens 32] [--levers]
 
 Generation is the largest single share of a GRPO step on a CPU (see docs/BENCHMARKS.md). This probe times
 ``model.generate`` alone, as TRL calls it (sampling at temperature 1, no top-k), for several batch sizes, in
@@ -12,6 +12,11 @@ Each row also shows how far generation is from this machine's limit. A decoding 
 weight once (memory) and do 2 x parameters x batch floating-point operations (compute); the probe measures
 the machine's read bandwidth and float32 matrix-product rate, and the bound is the batch divided by the
 slower of the two times. It is an upper bound: it ignores the KV cache, attention and sampling.
+
+``--levers`` adds the generation levers of issue 17, one at a time against TRL's sampling in float32: sampling
+from the 50 likeliest tokens (``top_k=50``) instead of the full 49,152-token vocabulary, the static KV cache,
+and the static cache with the decoding step compiled by ``torch.compile`` (its first call, which compiles, and
+a later one).
 """
 
 from __future__ import annotations
@@ -115,10 +120,61 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
     return lines
 
 
+def _timed_generate(model, inputs, tokens: int, **settings) -> float:
+    """Seconds to sample ``tokens`` new tokens per prompt at temperature 1 (TRL's settings, unless overridden)."""
+    import torch
+
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    with torch.no_grad():
+        model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, temperature=1.0,
+                       **{"top_k": 0, **settings})  # fmt: skip
+    return time.perf_counter() - start
+
+
+def levers_table(batches: tuple[int, ...] = (16, 64), tokens: int = 32) -> list[str]:
+    """A row per batch and generation lever, float32: seconds, and the speed against TRL's sampling."""
+    from transformers import CompileConfig
+
+    from course_utils.models import load_model
+
+    model, tokenizer = load_model("auto", verbose=False)
+    model.eval()
+    tokenizer.padding_side = "left"
+    compiled = CompileConfig(mode="default")
+    compiled._compile_all_devices = True  # transformers compiles on GPUs only unless told (generation/utils.py)
+    levers = {
+        "top_k=50": {"top_k": 50},
+        "static KV cache": {"cache_implementation": "static"},
+        "static KV cache + torch.compile, first call": {"cache_implementation": "static", "compile_config": compiled},
+        "static KV cache + torch.compile, later call": {"cache_implementation": "static", "compile_config": compiled},
+    }
+    lines = ["| completions per call | lever | seconds | × TRL's sampling |", "|---|---|---|---|"]
+    for batch in batches:
+        question = "Tell me about topic number {} in one sentence."
+        prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
+        inputs = tokenizer.apply_chat_template(
+            prompts, add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
+        ).to(model.device)
+        settings = {"pad_token_id": tokenizer.pad_token_id}
+        _timed_generate(model, inputs, 2, **settings)  # warm-up
+        base = _timed_generate(model, inputs, tokens, **settings)
+        lines.append(f"| {batch} | none: full vocabulary (top_k=0), dynamic cache | {base:.2f} | 1.00× |")
+        for lever, extra in levers.items():
+            try:
+                seconds = _timed_generate(model, inputs, tokens, **settings, **extra)
+            except Exception as error:  # a lever this machine cannot run is reported, not fatal
+                lines.append(f"| {batch} | {lever} | failed: {type(error).__name__}: {str(error)[:80]} | – |")
+                continue
+            lines.append(f"| {batch} | {lever} | {seconds:.2f} | {base / seconds:.2f}× |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 32, 64])
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--levers", action="store_true", help="also time top_k=50, the static cache, torch.compile")
     args = parser.parse_args(argv)
 
     from course_utils.hardware import describe_environment
@@ -126,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     print(describe_environment())
     print(f"{args.tokens} new tokens per completion, sampling at temperature 1.0 (TRL's generation settings)")
     print("\n".join(table(tuple(args.batches), args.tokens)))
+    if args.levers:
+        print("\nGeneration levers, float32, one at a time:")
+        print("\n".join(levers_table(tuple(args.batches), args.tokens)))
     return 0
 
 
