@@ -272,3 +272,20 @@ def test_one_checks_section_with_the_course_title(path):
     assert len(found) == 1, f"{path.name}: expected one '## N · Did it learn? The checks this notebook stands on'"
 
 
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_exercises_end_with_a_check_cell_whose_solution_is_tested(path):
+    """The template: exercises, then at least one check cell (a ``course_utils.exercises.check_*`` call on the
+    learner's code), whose reference answer in ``solutions/`` is run by tests/test_exercises.py."""
+    cells = nbformat.read(path, as_version=4).cells
+    start = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and "## Exercises" in c.source]
+    assert len(start) == 1, f"{path.name}: expected one '## Exercises' section"
+    checks = [m for c in cells[start[0] + 1 :] if c.cell_type == "code"
+              for m in re.findall(r"from course_utils\.exercises import (check_\w+)", c.source)]  # fmt: skip
+    assert checks, f"{path.name}: no check cell after its exercises (course_utils.exercises.check_*)"
+    tests = (REPO_ROOT / "tests" / "test_exercises.py").read_text()
+    solutions = (REPO_ROOT / "notebooks" / "solutions" / f"{path.stem}.md").read_text()
+    assert "# checked by tests/test_exercises.py" in solutions, f"solutions/{path.stem}.md: no checked solution"
+    for check in checks:
+        assert f"exercises.{check}(" in tests or f"exercises.{check}," in tests, f"{check} is not tested"
