@@ -262,10 +262,10 @@ def check_lora_parameters(lora_parameter_count: Callable[..., int]) -> ExerciseR
     """Notebook 05, exercise 6: ``lora_parameter_count(model, r, target_modules)`` is the number of parameters
     LoRA trains, from the model's layer shapes; checked against PEFT itself on a tiny Llama."""
     name = "Notebook 05, exercise 6 (lora_parameter_count)"
-    model = _tiny_llama()
-    linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     for r, targets in LORA_CASES:
         expected = peft_lora_parameters(r, targets)
+        model = _tiny_llama()  # a fresh one per case: an answer that wraps the model in PEFT changes it
+        linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
         try:
             got = lora_parameter_count(model, r, targets)
         except Exception as error:

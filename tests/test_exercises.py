@@ -418,3 +418,15 @@ def test_a_typical_mistake_fails_and_the_message_says_what_to_change(check, answ
     result = check(answer)
     assert not result.passed
     assert says in result.message
+
+
+def test_an_answer_that_asks_peft_itself_passes_case_after_case():
+    # get_peft_model wraps the model it is given in place: each case must get a fresh model
+    def with_peft(model, r, target_modules):
+        from peft import LoraConfig, get_peft_model
+
+        peft_model = get_peft_model(model, LoraConfig(r=r, target_modules=target_modules))
+        return sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+
+    result = exercises.check_lora_parameters(with_peft)
+    assert result.passed, result.message
