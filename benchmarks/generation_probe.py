@@ -29,6 +29,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def chat_batch(tokenizer, batch: int, device):
+    """``batch`` different one-sentence questions as chat prompts, left-padded and tokenized on ``device``."""
+    question = "Tell me about topic number {} in one sentence."
+    prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
+    return tokenizer.apply_chat_template(
+        prompts, add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
+    ).to(device)
+
+
 def _best_seconds(work, repeats: int) -> float:
     """The fastest of ``repeats`` timed calls of ``work``, after one untimed call."""
     work()
@@ -94,11 +103,7 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
         "|---|---|---|---|---|---|---|",
     ]
     for batch in batches:
-        question = "Tell me about topic number {} in one sentence."
-        prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
-        inputs = tokenizer.apply_chat_template(
-            prompts, add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
-        ).to(device)
+        inputs = chat_batch(tokenizer, batch, device)
         for precision in ("float32", "bf16 autocast"):
             torch.manual_seed(0)
             start = time.perf_counter()
@@ -151,11 +156,7 @@ def levers_table(batches: tuple[int, ...] = (16, 64), tokens: int = 32) -> list[
     }
     lines = ["| completions per call | lever | seconds | × TRL's sampling |", "|---|---|---|---|"]
     for batch in batches:
-        question = "Tell me about topic number {} in one sentence."
-        prompts = [[{"role": "user", "content": question.format(i)}] for i in range(batch)]
-        inputs = tokenizer.apply_chat_template(
-            prompts, add_generation_prompt=True, return_tensors="pt", padding=True, return_dict=True
-        ).to(model.device)
+        inputs = chat_batch(tokenizer, batch, model.device)
         settings = {"pad_token_id": tokenizer.pad_token_id}
         _timed_generate(model, inputs, 2, **settings)  # warm-up
         base = _timed_generate(model, inputs, tokens, **settings)
