@@ -105,19 +105,8 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
     for batch in batches:
         inputs = chat_batch(tokenizer, batch, device)
         for precision in ("float32", "bf16 autocast"):
-            torch.manual_seed(0)
-            start = time.perf_counter()
-            with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision != "float32"):
-                model.generate(
-                    **inputs,
-                    max_new_tokens=tokens,
-                    min_new_tokens=tokens,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_k=0,
-                    pad_token_id=tokenizer.pad_token_id,
-                )
-            seconds = time.perf_counter() - start
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision != "float32"):
+                seconds = _timed_generate(model, inputs, tokens, pad_token_id=tokenizer.pad_token_id)
             rate = batch * tokens / seconds
             bound = decode_bound_tokens_per_second(weight_bytes, parameters, batch, bandwidth, gflops)
             lines.append(f"| {batch} | {precision} | {seconds:.2f} | {seconds / batch * 16:.2f} | {rate:.0f} | "
