@@ -5,10 +5,10 @@
         --generations 8 --batch 16
 
 Each run trains a fresh copy of the course model for ``--steps`` GRPO steps with ``num_iterations=2``, the
-objective's keywords as notebook 11 writes them, learning rate 5e-5 and CI mode's other sizes, then measures
-the held-out length error (greedy, 50-character target) exactly as the notebook does, with the paired gain
-over the base model and its 95% bootstrap interval. Run from ``notebooks/``, one thread
-(``OMP_NUM_THREADS=1``), as ``make seeds`` runs the notebook.
+objective's keywords as notebook 11 writes them, learning rate 5e-5 (or ``--learning-rate``) and CI mode's
+other sizes, then measures the held-out length error (greedy, 50-character target) exactly as the notebook
+does, with the paired gain over the base model and its 95% bootstrap interval. Run from ``notebooks/``, one
+thread (``OMP_NUM_THREADS=1``), as ``make seeds`` runs the notebook.
 
 Measured with it on the 2-core machine (2026-11-29, two scripts side by side, 4 steps), per-objective gain in
 characters (95% CI lower bound), against the notebook's 2 prompts x 4:
@@ -21,6 +21,11 @@ characters (95% CI lower bound), against the notebook's 2 prompts x 4:
                                  seed 0   DAPO +23.9 (+11.1), CISPO +31.3 (+18.2), SAPO +26.5 (+11.9)
 
 70-76 s a run against 37-46 s at the notebook's 8 completions a step (docs/PROOF.md, notebook 11).
+
+At the notebook's 8 completions a step but six steps (``--steps 6``, 52-62 s a run, 2026-11-29): seeds 0, 11
+and 33 passed every objective (GSPO on seed 11 at 79% distinct answers, under the notebook's 80% guard), and
+DAPO on seed 202 lost ground, -11.0 (-19.4). ``--learning-rate 1e-4`` at four steps, seed 0: CISPO -10.1
+(-27.0), GRPO 71% distinct.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
     args = parser.parse_args()
 
     hardware = detect_hardware()
@@ -88,7 +94,7 @@ def main() -> None:
             policy = copy.deepcopy(model)
             config = GRPOConfig(
                 output_dir="outputs/objective_batch_probe",
-                learning_rate=5e-5,
+                learning_rate=args.learning_rate,
                 lr_scheduler_type="constant",
                 max_steps=args.steps,
                 num_iterations=2,
@@ -125,6 +131,9 @@ def main() -> None:
                         "gain_low": round(gain.low, 1),
                         "distinct": after["distinct_share"],
                         "seconds": round(seconds),
+                        "steps": args.steps,
+                        "learning_rate": args.learning_rate,
+                        "completions_per_step": args.batch,
                     }
                 ),
                 flush=True,
