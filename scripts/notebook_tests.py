@@ -6,7 +6,7 @@ exactly as under plain pytest. The scheduler only decides when each one starts:
 - the longest recorded notebooks first (``benchmarks/results/runtimes.json``), so the short ones fill the gaps;
 - at most ``--workers`` at once (default: one per core), each with its share of the cores (``OMP_NUM_THREADS``);
 - a notebook starts only if its recorded peak memory fits beside the ones running (``doctor.NOTEBOOK_PEAK_GB``);
-  on this 24 GiB machine 12 (11.9 GB) never runs beside 10 (9.9 GB). Alone, any notebook may start.
+  where that budget is under 17.8 GB, 06 (9.1 GB) never runs beside 10 (8.7 GB). Alone, any notebook may start.
 
 Why not pytest-xdist: its ``--dist loadgroup``, which would keep the heavy notebooks apart, is a silent no-op
 under pytest 9.2, and its workers had loaded the real model in earlier tests (6.9 GB each) before they started
@@ -71,7 +71,7 @@ def ci_minutes(runtimes: Path = RECORD) -> dict[str, float]:
 
 
 def plan(names: list[str], minutes: dict[str, float]) -> list[Job]:
-    """The jobs, longest recorded first, each with its peak memory (``"12_learned_rewards"`` -> 11.9 GB).
+    """The jobs, longest recorded first, each with its peak memory (``"06_grpo_from_scratch"`` -> 9.1 GB).
 
     A notebook with no record counts as the longest and the heaviest, so a new one is started early and alone.
     """
