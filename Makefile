@@ -34,7 +34,7 @@ help:
 	@echo "make doctor   check this machine before a workshop (versions, device, disk, memory, model)"
 	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"
 	@echo "make upgrade-check newest versions, no constraints, in a throwaway venv: run the unit tests (finds drift)"
-	@echo "make clean-cache  remove the converted model from the course's cache (only a folder the course created)"
+	@echo "make clean-cache  remove the converted model and cached warm starts from the course's cache (only a folder the course created)"
 	@echo "make help     this list"
 
 setup: $(STAMP)

@@ -53,6 +53,7 @@ REPORTING_FIELDS = frozenset({
 REPORTING_CALLBACKS = frozenset(
     {"DefaultFlowCallback", "PrinterCallback", "ProgressCallback", "NotebookProgressCallback"}
 )
+_TRACKERS = "transformers.integrations"  # the module of the callbacks that report_to adds
 _KEY_FORMAT = 1  # raise when the key's recipe changes, so older entries are never matched
 
 
@@ -84,14 +85,17 @@ def warm_start_key(trainer: Trainer) -> str | None:
     model = trainer.model
     config = {k: v for k, v in model.config.to_dict().items() if k != "_name_or_path"}
     versions = {name: importlib.metadata.version(name) for name in ("torch", "transformers", "trl", "accelerate")}
-    callbacks = [type(c).__qualname__ for c in trainer.callback_handler.callbacks]
+    callbacks = sorted(  # the trainer's own reporters and the trackers of report_to do not change training
+        type(c).__qualname__ for c in trainer.callback_handler.callbacks
+        if type(c).__qualname__ not in REPORTING_CALLBACKS and not type(c).__module__.startswith(_TRACKERS)
+    )  # fmt: skip
     collator = trainer.data_collator
     settings = {k: v for k, v in trainer.args.to_dict().items() if k not in REPORTING_FIELDS}
     for part in (
         _KEY_FORMAT, versions, str(trainer.args.device), torch.backends.cpu.get_cpu_capability(),
         type(trainer).__qualname__, type(model).__qualname__, config, settings,
         type(collator).__qualname__, vars(collator) if hasattr(collator, "__dict__") else None,
-        sorted(c for c in callbacks if c not in REPORTING_CALLBACKS and "integrations" not in c),
+        callbacks,
         getattr(trainer, "compute_loss_func", None) and trainer.compute_loss_func.__qualname__,
         [name for name, p in model.named_parameters() if p.requires_grad],
     ):  # fmt: skip
@@ -107,9 +111,9 @@ def warm_start_key(trainer: Trainer) -> str | None:
 
 def _random_state() -> dict[str, Any]:
     """Python's, NumPy's and torch's random states as JSON (training draws from them; a reuse restores them)."""
-    numpy_state = np.random.get_state()
+    numpy_state, python_state = np.random.get_state(), random.getstate()
     state = {
-        "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+        "python": [python_state[0], list(python_state[1]), python_state[2]],
         "numpy": [numpy_state[0], numpy_state[1].tolist(), *map(float, numpy_state[2:])],
         "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
     }

@@ -29,7 +29,7 @@ from course_utils.hardware import KEY_LIBRARIES  # noqa: E402
 #: the numbers (the ones bug reports list) and what loading, plotting and running the notebooks needs.
 CORE_PACKAGES = (*KEY_LIBRARIES, "gguf", "safetensors", "matplotlib", "papermill")
 MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 declare Requires-Python >= 3.11
-MIN_FREE_DISK_GB = 3.0  # model cache (0.6 GB), checkpoints of notebooks 04 and 05, headroom
+MIN_FREE_DISK_GB = 5.0  # model cache (0.6 GB), up to 4 warm starts (0.54 GB each), checkpoints of 04 and 05, headroom
 MIN_MEMORY_GB = 6.0  # notebook 08 with its default parameters peaked at 4.9 GB of RSS on a CPU (2026-11-25)
 #: Peak RSS of each notebook's kernel on a CPU in CI mode, in GB (``course_utils.results.peak_memory_mb``): the
 #: fresh-clone make test of 2026-11-25 (176bd92, one thread each, two side by side), or an earlier run where it

@@ -64,7 +64,7 @@ def _fresh_model(tiny_config):
         return LlamaForCausalLM(tiny_config).train()
 
 
-def _trainer(model, tokenizer, tmp_path, rows=None, **settings):
+def _trainer(model, tokenizer, tmp_path, rows=None, callbacks=None, **settings):
     from trl import SFTConfig, SFTTrainer
 
     from course_utils.data import worked_examples
@@ -74,7 +74,7 @@ def _trainer(model, tokenizer, tmp_path, rows=None, **settings):
               "learning_rate": 1e-2, "report_to": "none", "save_strategy": "no", "bf16": False, "seed": 0,
               **settings}  # fmt: skip
     return SFTTrainer(model=model, args=SFTConfig(**config), train_dataset=worked_examples(rows, n=8),
-                      processing_class=tokenizer)  # fmt: skip
+                      processing_class=tokenizer, callbacks=callbacks)  # fmt: skip
 
 
 @pytest.fixture
@@ -142,6 +142,19 @@ def test_where_and_how_a_run_reports_does_not_change_the_key(tiny_config, tiny_t
     other = _trainer(_fresh_model(tiny_config), tiny_tokenizer, tmp_path, output_dir=str(tmp_path / "elsewhere"),
                      logging_steps=1, disable_tqdm=True, save_strategy="steps", save_steps=100)  # fmt: skip
     assert warm_start_key(other) == key
+
+
+def test_a_callback_of_your_own_is_part_of_the_key(tiny_config, tiny_tokenizer, tmp_path, course_cache):
+    from transformers import TrainerCallback
+
+    from course_utils.warm_start import warm_start_key
+
+    class StopEarly(TrainerCallback):  # a learner's callback can change what training does
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = True
+
+    key = warm_start_key(_trainer(_fresh_model(tiny_config), tiny_tokenizer, tmp_path))
+    assert warm_start_key(_trainer(_fresh_model(tiny_config), tiny_tokenizer, tmp_path, callbacks=[StopEarly()])) != key
 
 
 def test_reuse_0_trains_and_leaves_the_cache_alone(tiny_config, tiny_tokenizer, tmp_path, course_cache, monkeypatch):
