@@ -5,8 +5,8 @@
 Default jobs, longest first: every notebook with the ``gpu`` preset, then 01 with ``t4`` (fp16 mixed precision,
 which a T4 would use). Each runs through ``scripts/run_course.py`` as ``make course`` does. A job with under 45 s
 left is not started, one still running at the deadline is stopped ("timeout"). The results file is rewritten after
-every job, and each failed notebook comes back as ``failed-<preset>-NN.ipynb`` (images dropped) so that its
-earlier cells can be read.
+every job, and each failed or stopped notebook comes back as ``failed-<preset>-NN.ipynb`` (images dropped) so
+that its earlier cells can be read.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def main(argv: list[str]) -> int:
             print(f"{row.get('end_s', '-'):>6} {row['preset']} {row['notebook']}: rc={row['rc']} "
                   f"{summary.get('status')} {summary.get('seconds')} s", flush=True)  # fmt: skip
             (out_dir / "gpu_runs.json").write_text(json.dumps({"workers": workers, "results": results}, indent=1))
-    failed = [r for r in results if (r.get("summary") or [{}])[0].get("status") not in (None, "pass")]
+    failed = [r for r in results if (r.get("summary") or [{}])[0].get("status") != "pass" and "tail" in r or
+              r["rc"] == "timeout"]  # a stopped run's notebook holds the cells papermill finished
     for row in failed[:MAX_FAILED_NOTEBOOKS]:
         executed = Path(row["out"]) / row["notebook"]
         if executed.is_file():
