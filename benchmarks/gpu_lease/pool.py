@@ -45,6 +45,11 @@ def run_job(preset: str, notebook: str, start: float, deadline: float) -> dict:
     return row
 
 
+def failed_or_stopped(row: dict) -> bool:
+    """A run that failed, or was stopped at the deadline (its notebook holds the cells papermill finished)."""
+    return row["rc"] == "timeout" or ("tail" in row and (row.get("summary") or [{}])[0].get("status") != "pass")
+
+
 def without_images(path: Path) -> str:
     notebook = json.loads(path.read_text())
     for cell in notebook["cells"]:
@@ -72,8 +77,7 @@ def main(argv: list[str]) -> int:
             print(f"{row.get('end_s', '-'):>6} {row['preset']} {row['notebook']}: rc={row['rc']} "
                   f"{summary.get('status')} {summary.get('seconds')} s", flush=True)  # fmt: skip
             (out_dir / "gpu_runs.json").write_text(json.dumps({"workers": workers, "results": results}, indent=1))
-    failed = [r for r in results if (r.get("summary") or [{}])[0].get("status") != "pass" and "tail" in r or
-              r["rc"] == "timeout"]  # a stopped run's notebook holds the cells papermill finished
+    failed = [r for r in results if failed_or_stopped(r)]
     for row in failed[:MAX_FAILED_NOTEBOOKS]:
         executed = Path(row["out"]) / row["notebook"]
         if executed.is_file():

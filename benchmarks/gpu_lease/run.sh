@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, call 2 of 2 (see pack.sh): rebuild the model, then run.sh SECONDS WORKERS runs the notebooks
-# side by side (pool.py) until SECONDS have passed; PRESET:NN jobs after them replace its default list; $OUT/gpu_runs.json holds each run's summary.
+# side by side (pool.py) until SECONDS have passed (PRESET:NN jobs after the two replace pool.py's default list);
+# $OUT/gpu_runs.json holds each run's summary.
 set -u
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 MPLBACKEND=Agg OMP_NUM_THREADS=2 TOKENIZERS_PARALLELISM=false
 test -d /tmp/site/trl && test -f /tmp/gguf.part1 || { echo "call 1's install is gone (a fresh machine): run setup.sh"; exit 3; }
