@@ -123,6 +123,7 @@ def test_the_chatml_tool_template_makes_tool_calling_supported_and_parseable():
                                            return_dict=False)  # fmt: skip
     reply = tokenizer(call_text("12 + 7") + "<|im_end|>", add_special_tokens=False)["input_ids"]
     assert parse_response(tokenizer, reply, prefix=prefix, tools=[calculator])["tool_calls"] == [call]
+    assert "tool_calls" not in parse_response(tokenizer, reply, tools=[calculator])  # no prefix: text (notebook 10)
     broken = tokenizer('<tool_call>{"name": "calculator"</tool_call><|im_end|>', add_special_tokens=False)["input_ids"]
     assert parse_response(tokenizer, broken, prefix=prefix)["content"].startswith("<tool_call>")  # kept as text
 
