@@ -16,7 +16,7 @@ from transformers import TrainerCallback
 
 METRIC_LABELS = {
     "reward": "mean reward",
-    "reward_std": "reward std (within groups)",
+    "reward_std": "reward std (whole batch)",
     "frac_reward_zero_std": "fraction of groups with zero reward std",
     "completions/mean_length": "mean completion length (tokens)",
     "completions/clipped_ratio": "fraction truncated",
@@ -92,7 +92,7 @@ def compare_runs(
 
 
 class LiveRewardPlot(TrainerCallback):
-    """Redraws the mean reward (± within-group std) in the notebook at every logging step.
+    """Redraws the mean reward (± the batch's std, TRL's ``reward_std``) in the notebook at every logging step.
 
     Use ``callbacks=[LiveRewardPlot()]`` in ``GRPOTrainer``; set ``logging_steps=1`` to see every step.
     Outside a notebook it draws nothing. ``first_point_at`` is the ``time.perf_counter()`` of the first

@@ -68,8 +68,9 @@ def record_results(
         checks: the learning claims, in plain language, mapped to whether this run's numbers satisfy them.
             Each must FAIL when GRPO's learning rate is 0: ``make prove`` runs the notebook that way and
             reports any learning check that still passes as a defect.
-        guards: claims that hold whether or not GRPO learned (the model did not collapse, a merge is exact, a
-            failure demonstration failed). They must pass too, but they prove no learning.
+        guards: claims that must pass but prove no learning: a mechanism (a merge is exact, a failure
+            demonstration failed) or a level the trained model must reach (its answers stay distinct and end
+            on their own), which the base model may fall short of, so a guard may fail at learning rate 0 too.
         context: anything else worth keeping (preset, model, seed, learning rate).
 
     Returns the record; ``record["passed"]`` is True when every check and every guard passed. It also keeps the
@@ -93,7 +94,7 @@ def record_results(
     for claim, ok in record["checks"].items():
         print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
     if guards:
-        print("Guards (hold with or without learning)")
+        print("Guards (must hold; they prove no learning)")
         for claim, ok in record["guards"].items():
             print(f"  [{'PASS' if ok else 'FAIL'}] {claim}")
     out_dir = os.environ.get(RESULTS_ENV)

@@ -11,7 +11,7 @@ checks and the measured numbers) and regenerate the tables in ``docs/PROOF.md`` 
 
 *prove* sets the notebook's ``learning_rate`` parameter to 0, which every GRPO run in the notebook uses. Its
 learning checks (the ``checks`` of ``record_results``) must then all FAIL; one that still passes is a defect
-in the notebook. Its guards (claims that hold with or without learning) are shown, not judged.
+in the notebook. Its guards (claims that must hold but prove no learning) are shown, not judged.
 *seeds* runs the notebooks as written with other seeds; each must pass.
 
 A row counts only for the notebook code it ran on: rows carry a hash of the notebook's code cells (comments

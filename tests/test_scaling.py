@@ -80,5 +80,7 @@ def test_accelerate_configs_parse(name, distributed_type):
     path = CONFIGS / f"{name}.yaml"
     config = load_config_from_file(str(path))
     assert config.distributed_type.value == distributed_type
-    assert config.mixed_precision == "bf16" and config.num_machines == 1
+    # "no": the launcher exports it as ACCELERATE_MIXED_PRECISION, which TrainingArguments uses when the preset sets
+    # neither bf16 nor fp16, so "bf16" here would put the float32 `gpu` preset under bf16 autocast
+    assert config.mixed_precision == "no" and config.num_machines == 1
     assert f"--config_file configs/accelerate/{name}.yaml" in path.read_text(), "the file shows its own command"
