@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from repo_modules import REPO_ROOT, load
-from trl import GRPOConfig, SFTConfig
+from trl import GRPOConfig, RewardConfig, SFTConfig
 
 import course_utils
 
@@ -125,7 +125,9 @@ def test_no_code_cell_over_30_lines(path):
     )
 
 
-CONFIG_FIELDS = {cls.__name__: {f.name for f in dataclasses.fields(cls)} for cls in (GRPOConfig, SFTConfig)}
+CONFIG_FIELDS = {
+    cls.__name__: {f.name for f in dataclasses.fields(cls)} for cls in (GRPOConfig, SFTConfig, RewardConfig)
+}
 
 
 def _mapping_keys(tree: ast.AST) -> dict[str, set[str]]:
@@ -188,6 +190,53 @@ def test_config_keywords_exist_in_installed_trl(path, config):
     source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
     unknown = config_keywords(source, config) - CONFIG_FIELDS[config]
     assert not unknown, f"{path.name}: {config} has no parameter(s) {sorted(unknown)} in the installed TRL"
+
+
+# TRL's configs turn activation checkpointing on unless told otherwise. On a CPU it only costs time: notebook 12's
+# reward model trained 2.3x slower with it, with the same losses (benchmarks/checkpointing_probe.py). Calls that
+# train nothing of the course model's size are exempt, each for the reason given.
+CHECKPOINTING_EXEMPT = {
+    ("11_grpo_family", "proof_trainer"): "a 2-layer random model in float64: the objectives' arithmetic, no cost",
+    ("11_grpo_family", "defaults"): "shows TRL's own defaults; trains nothing",
+}
+
+
+def configs_without(source: str, keyword: str) -> list[str]:
+    """Where a TRL config call in ``source`` does not pass ``keyword``: the enclosing function's name, else the
+    assigned name (``config = SFTConfig(...)`` at top level gives ``config``). A ``**mapping`` is taken to pass it."""
+    missing = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, ast.FunctionDef):
+            where = node.name
+        elif isinstance(node, ast.Assign) and where == "<cell>" and isinstance(node.targets[0], ast.Name):
+            where = node.targets[0].id
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in CONFIG_FIELDS
+                and not any(kw.arg in (keyword, None) for kw in node.keywords)):  # fmt: skip
+            missing.append(where)
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    for statement in ast.parse(source).body:
+        visit(statement, "<cell>")
+    return missing
+
+
+def test_checkpointing_finder_names_the_call_that_leaves_it_to_trl():
+    source = "a = SFTConfig(bf16=False)\ndef run():\n    return GRPOConfig(activation_checkpointing=False)\n"
+    assert configs_without(source, "activation_checkpointing") == ["a"]  # run() passes it; a leaves TRL's True
+    assert configs_without("def f():\n    c = RewardConfig(seed=0)", "activation_checkpointing") == ["f"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_training_config_sets_activation_checkpointing(path):
+    sources = [c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%"))]
+    missing = [w for s in sources for w in configs_without(s, "activation_checkpointing")
+               if (path.stem, w) not in CHECKPOINTING_EXEMPT]  # fmt: skip
+    assert not missing, (
+        f"{path.name}: a TRL config in {missing} leaves activation_checkpointing to TRL, which turns it on; pass "
+        "activation_checkpointing=P.activation_checkpointing (off on a CPU, where it only costs time)"
+    )
 
 
 def test_ruff_on_code_and_notebooks():
