@@ -203,21 +203,28 @@ CHECKPOINTING_EXEMPT = {
 
 def configs_without(source: str, keyword: str) -> list[str]:
     """Where a TRL config call in ``source`` does not pass ``keyword``: the enclosing function's name, else the
-    assigned name (``config = SFTConfig(...)`` at top level gives ``config``). A ``**mapping`` is taken to pass it."""
+    assigned name (``config = SFTConfig(...)`` at top level gives ``config``). A ``**mapping`` passes it only if the
+    dict literal it names has the key (as in :func:`config_keywords`)."""
+    tree = ast.parse(source)
+    mappings = _mapping_keys(tree)
     missing = []
+
+    def passes(kw: ast.keyword) -> bool:
+        name = kw.value.value if isinstance(kw.value, ast.Subscript) else kw.value
+        return kw.arg == keyword or (kw.arg is None and keyword in mappings.get(getattr(name, "id", None), set()))
 
     def visit(node: ast.AST, where: str) -> None:
         if isinstance(node, ast.FunctionDef):
             where = node.name
         elif isinstance(node, ast.Assign) and where == "<cell>" and isinstance(node.targets[0], ast.Name):
             where = node.targets[0].id
-        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) in CONFIG_FIELDS
-                and not any(kw.arg in (keyword, None) for kw in node.keywords)):  # fmt: skip
-            missing.append(where)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in CONFIG_FIELDS:
+            if not any(passes(kw) for kw in node.keywords):
+                missing.append(where)
         for child in ast.iter_child_nodes(node):
             visit(child, where)
 
-    for statement in ast.parse(source).body:
+    for statement in tree.body:
         visit(statement, "<cell>")
     return missing
 
@@ -226,13 +233,17 @@ def test_checkpointing_finder_names_the_call_that_leaves_it_to_trl():
     source = "a = SFTConfig(bf16=False)\ndef run():\n    return GRPOConfig(activation_checkpointing=False)\n"
     assert configs_without(source, "activation_checkpointing") == ["a"]  # run() passes it; a leaves TRL's True
     assert configs_without("def f():\n    c = RewardConfig(seed=0)", "activation_checkpointing") == ["f"]
+    without = "T = {'a': {'beta': 0.0}}\n"  # a ** mapping passes it only if the dict literal has the key
+    assert configs_without(without + "x = GRPOConfig(**T['a'])", "activation_checkpointing") == ["x"]
+    with_it = "T = {'a': {'beta': 0.0, 'activation_checkpointing': False}}\n"
+    assert configs_without(with_it + "for _, o in T.items():\n    GRPOConfig(**o)", "activation_checkpointing") == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_every_training_config_sets_activation_checkpointing(path):
-    sources = [c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%"))]
-    missing = [w for s in sources for w in configs_without(s, "activation_checkpointing")
-               if (path.stem, w) not in CHECKPOINTING_EXEMPT]  # fmt: skip
+    source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
+    missing = configs_without(source, "activation_checkpointing")
+    missing = [where for where in missing if (path.stem, where) not in CHECKPOINTING_EXEMPT]
     assert not missing, (
         f"{path.name}: a TRL config in {missing} leaves activation_checkpointing to TRL, which turns it on; pass "
         "activation_checkpointing=P.activation_checkpointing (off on a CPU, where it only costs time)"
