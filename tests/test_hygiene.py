@@ -149,6 +149,17 @@ def _mapping_keys(tree: ast.AST) -> dict[str, set[str]]:
     return keys
 
 
+def notebook_code(path: Path) -> str:
+    """The notebook's code cells as one Python source, shell (``!``) and magic (``%``) lines left out."""
+    return "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
+
+
+def _mapping_name(kw: ast.keyword) -> str | None:
+    """The name a ``**mapping`` keyword spreads: ``**settings`` and ``**OBJECTIVES[name]`` give the dict's name."""
+    value = kw.value.value if isinstance(kw.value, ast.Subscript) else kw.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
 def config_keywords(source: str, config: str = "GRPOConfig") -> set[str]:
     """Keywords passed to ``config(...)`` calls in ``source``. A ``**mapping`` counts with the keys of the dict
     literal it names (``**settings``, ``**OBJECTIVES[name]``, a loop's ``**objective``); any other is refused."""
@@ -161,11 +172,10 @@ def config_keywords(source: str, config: str = "GRPOConfig") -> set[str]:
     ]
     found = set()
     for kw in (kw for call in calls for kw in call.keywords):
-        name = kw.value.value if isinstance(kw.value, ast.Subscript) else kw.value
         if kw.arg is not None:
             found.add(kw.arg)
-        elif isinstance(name, ast.Name) and name.id in mappings:
-            found |= mappings[name.id]
+        elif _mapping_name(kw) in mappings:
+            found |= mappings[_mapping_name(kw)]
         else:
             return {"**<mapping>: write the keywords out, so this test can check them"}
     return found
@@ -187,7 +197,7 @@ def test_api_drift_detector_catches_removed_parameters():
 @pytest.mark.parametrize("config", list(CONFIG_FIELDS))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_config_keywords_exist_in_installed_trl(path, config):
-    source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
+    source = notebook_code(path)
     unknown = config_keywords(source, config) - CONFIG_FIELDS[config]
     assert not unknown, f"{path.name}: {config} has no parameter(s) {sorted(unknown)} in the installed TRL"
 
@@ -210,8 +220,7 @@ def configs_without(source: str, keyword: str) -> list[str]:
     missing = []
 
     def passes(kw: ast.keyword) -> bool:
-        name = kw.value.value if isinstance(kw.value, ast.Subscript) else kw.value
-        return kw.arg == keyword or (kw.arg is None and keyword in mappings.get(getattr(name, "id", None), set()))
+        return kw.arg == keyword or (kw.arg is None and keyword in mappings.get(_mapping_name(kw), set()))
 
     def visit(node: ast.AST, where: str) -> None:
         if isinstance(node, ast.FunctionDef):
@@ -241,7 +250,7 @@ def test_checkpointing_finder_names_the_call_that_leaves_it_to_trl():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_every_training_config_sets_activation_checkpointing(path):
-    source = "\n".join(c.source for c in code_cells(path) if not c.source.lstrip().startswith(("!", "%")))
+    source = notebook_code(path)
     missing = configs_without(source, "activation_checkpointing")
     missing = [where for where in missing if (path.stem, where) not in CHECKPOINTING_EXEMPT]
     assert not missing, (
