@@ -87,4 +87,7 @@ def describe_environment(hardware: Hardware | None = None) -> str:
     precision = "fp16 mixed" if hardware.fp16 else "fp32"  # the presets' choice: fp32 on Ampere+ too
     capable = ", bf16 capable" if hardware.bf16 else ""
     lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), training precision {precision}")
+    from course_utils.trl_fixes import applied_trl_fixes
+
+    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
     return "\n".join(lines)

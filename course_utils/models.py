@@ -10,6 +10,8 @@
 Any other Hub id or local directory is loaded as given, through the same code path; a local directory is
 checked first (it exists and has config.json, weights and tokenizer files), and every error names the
 setting to change (``model_name`` or ``COURSE_MODEL``).
+
+Importing this module also applies :mod:`course_utils.trl_fixes` (speed fixes to TRL that leave its results alone).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from course_utils import cache
 from course_utils.hardware import Hardware, detect_hardware
+from course_utils.trl_fixes import apply_trl_fixes
 
 HUB_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_MODEL = "embedded"
@@ -38,6 +41,8 @@ MODEL_ENV = "COURSE_MODEL"
 #: Environment variable for the cache folder (default ``~/.cache/grpo-course``); see course_utils.cache.
 CACHE_ENV = cache.CACHE_ENV
 cache_dir = cache.cache_dir
+
+apply_trl_fixes()  # every notebook imports this module; describe_environment() lists what was applied
 
 
 class ModelUnavailableError(RuntimeError):

@@ -6,7 +6,8 @@ Later notebooks call :func:`supervised_warm_start` instead of repeating that cod
 
 :func:`train_or_reuse` runs ``trainer.train()`` once per machine: it keys the result by a hash of
 everything that decides the trained weights (the model's weights, the tokenized data, the training
-settings and seed, the trainer's collator and callbacks, the library versions and the device) and keeps it
+settings and seed, the trainer's collator and callbacks, the library versions, the fixes of
+:mod:`course_utils.trl_fixes` and the device) and keeps it
 under ``warm-starts/`` in the course cache. A later run with the same key (the next notebook on the same
 recipe, an instructor's second run) loads the same weights and random state in seconds instead of
 training. ``GRPO_COURSE_REUSE=0`` trains every time and leaves the cache alone.
@@ -37,6 +38,7 @@ from trl import SFTConfig, SFTTrainer
 from course_utils import cache
 from course_utils.data import worked_examples
 from course_utils.presets import Preset
+from course_utils.trl_fixes import applied_trl_fixes
 
 #: Set to 0 to train every warm start again and leave the cache alone (1, the default, reuses).
 REUSE_ENV = "GRPO_COURSE_REUSE"
@@ -92,7 +94,7 @@ def warm_start_key(trainer: Trainer) -> str | None:
     collator = trainer.data_collator
     settings = {k: v for k, v in trainer.args.to_dict().items() if k not in REPORTING_FIELDS}
     for part in (
-        _KEY_FORMAT, versions, str(trainer.args.device), torch.backends.cpu.get_cpu_capability(),
+        _KEY_FORMAT, versions, applied_trl_fixes(), str(trainer.args.device), torch.backends.cpu.get_cpu_capability(),
         type(trainer).__qualname__, type(model).__qualname__, config, settings,
         type(collator).__qualname__, vars(collator) if hasattr(collator, "__dict__") else None,
         callbacks,

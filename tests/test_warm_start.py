@@ -135,6 +135,18 @@ def test_any_change_that_decides_the_weights_trains_again(tiny_config, tiny_toke
     assert warm_start_key(_trainer(other, tiny_tokenizer, tmp_path, rows=rows, **settings)) != key
 
 
+def test_the_trl_fixes_applied_are_part_of_the_key(tiny_config, tiny_tokenizer, tmp_path, course_cache, monkeypatch):
+    """A fix of course_utils.trl_fixes can change a gradient's float32 rounding: a warm start trained without it is
+    not the one this process would train."""
+    from course_utils import trl_fixes
+    from course_utils.warm_start import warm_start_key
+
+    monkeypatch.setattr(trl_fixes, "_applied", [trl_fixes.COMPACT_FIX])
+    key = warm_start_key(_trainer(_fresh_model(tiny_config), tiny_tokenizer, tmp_path))
+    monkeypatch.setattr(trl_fixes, "_applied", [])
+    assert warm_start_key(_trainer(_fresh_model(tiny_config), tiny_tokenizer, tmp_path)) != key
+
+
 def test_where_and_how_a_run_reports_does_not_change_the_key(tiny_config, tiny_tokenizer, tmp_path, course_cache):
     from course_utils.warm_start import warm_start_key
 

@@ -1,0 +1,78 @@
+"""Fixes to the installed TRL that change how fast it runs, never what it computes.
+
+:mod:`course_utils.models` applies them when it is imported (every notebook imports it), and
+:func:`course_utils.hardware.describe_environment` lists the ones applied, so a notebook's output says so.
+
+**The LM head scores only the tokens a loss reads, on a CPU too.** TRL 1.16 computes per-token log-probabilities
+with a fused LM head (``trl.trainer.utils.add_fused_lm_head``, used by ``GRPOTrainer``, ``SFTTrainer`` and others):
+it projects hidden states onto the 49,152-token vocabulary in tiles, without materialising the logits. On CUDA and
+XPU it projects only the positions whose label is not ``-100`` (the completion's tokens). On any other device it
+projects every position, prompt and padding included, and masks the result afterwards, because on AWS Neuron a
+number of rows that changes from batch to batch would recompile its kernels. A CPU compiles nothing, so there the
+prompt's positions are pure waste: with notebook 01's 26-token prompts and 32-token completions, 45% of the head's
+rows. :func:`apply_trl_fixes` makes TRL take its own compact path on a CPU. The loss is the same to the last bit
+and the gradients to float32 rounding (one tensor of 272 differed, by at most 4.5e-8 against entries up to 0.73);
+a GRPO step at ``cpu-ci`` sizes took 1.15x less time (``docs/BENCHMARKS.md``, "The LM head on a CPU").
+
+``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL as installed (to compare, or to rule the fixes out
+when something looks wrong).
+
+>>> from course_utils.trl_fixes import applied_trl_fixes
+>>> applied_trl_fixes()  # doctest: +SKIP
+['LM head scores completion tokens only on CPU (TRL projects every position there)']
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import torch
+
+#: The line of ``add_fused_lm_head`` that picks the compact path; the fix is applied only while TRL has it.
+COMPACT_LINE = "compact = _use_triton(hidden_states.device)"
+COMPACT_FIX = "LM head scores completion tokens only on CPU (TRL projects every position there)"
+#: Environment variable: 0 leaves TRL as installed; unset or 1 applies the fixes.
+FIXES_ENV = "GRPO_COURSE_TRL_FIXES"
+
+_applied: list[str] = []
+
+
+def _compact_on_cpu(original):
+    def use_compact_path(device: torch.device) -> bool:
+        return device.type == "cpu" or original(device)
+
+    use_compact_path.course_fix = True  # marks the wrapper, so applying twice wraps once
+    use_compact_path.original = original
+    return use_compact_path
+
+
+def apply_trl_fixes() -> list[str]:
+    """Apply the fixes this TRL needs (idempotent) and return their descriptions.
+
+    A fix whose target has changed in the installed TRL is skipped, never forced: the test suite then fails
+    (``tests/test_trl_fixes.py``) so that a maintainer checks whether the new TRL still needs it.
+    """
+    value = os.environ.get(FIXES_ENV, "1").strip()
+    if value not in {"0", "1", ""}:
+        raise ValueError(f"{FIXES_ENV}={value!r} is not understood: set it to 1 (apply the course's TRL fixes) or 0 "
+                         "(leave TRL as installed).")
+    if value == "0":
+        return list(_applied)
+    from trl.trainer import utils as trl_utils
+
+    use_triton = getattr(trl_utils, "_use_triton", None)
+    if getattr(use_triton, "course_fix", False):
+        return list(_applied)
+    source = inspect.getsource(trl_utils)
+    # `_use_triton` must be read in exactly one place in the module, the line that picks the compact path:
+    # anywhere else, replacing it would also change which kernel runs.
+    if use_triton is not None and COMPACT_LINE in source and source.count("_use_triton(") == 1:
+        trl_utils._use_triton = _compact_on_cpu(use_triton)
+        _applied.append(COMPACT_FIX)
+    return list(_applied)
+
+
+def applied_trl_fixes() -> list[str]:
+    """The descriptions of the fixes applied in this process (empty if none)."""
+    return list(_applied)

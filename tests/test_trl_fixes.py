@@ -1,0 +1,89 @@
+"""course_utils.trl_fixes: each fix applies to the installed TRL, does what it says, and changes no result."""
+
+import pytest
+import torch
+
+import course_utils.models  # noqa: F401  (importing it applies the fixes, as in every notebook)
+from course_utils import trl_fixes
+
+
+def test_the_installed_trl_gets_the_compact_lm_head_fix():
+    """If this fails after a TRL upgrade, read trl/trainer/utils.py's add_fused_lm_head: if the new TRL scores only
+    the labelled rows on a CPU by itself, delete the fix; if it still picks the path in another way, update it."""
+    from trl.trainer import utils as trl_utils
+
+    assert trl_fixes.applied_trl_fixes() == [trl_fixes.COMPACT_FIX]
+    assert trl_utils._use_triton(torch.device("cpu")), "a CPU takes TRL's compact path"
+    original = trl_utils._use_triton.original
+    for device in ("cuda", "xpu", "meta"):  # elsewhere TRL decides, as before
+        assert trl_utils._use_triton(torch.device(device)) == original(torch.device(device))
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX]  # applying again changes nothing
+    assert trl_utils._use_triton.original is original, "applied twice, it would wrap itself"
+
+
+def test_a_changed_trl_is_left_alone(monkeypatch):
+    from trl.trainer import utils as trl_utils
+
+    original = trl_utils._use_triton.original
+    monkeypatch.setattr(trl_utils, "_use_triton", original)
+    monkeypatch.setattr(trl_fixes, "_applied", [])
+    monkeypatch.setattr(trl_fixes, "COMPACT_LINE", "compact = some_other_rule(hidden_states.device)")
+    assert trl_fixes.apply_trl_fixes() == []
+    assert trl_utils._use_triton is original
+
+
+def _score(model, input_ids, labels, projected_rows):
+    """TRL's fused head on one batch: the loss, the per-token log-probs and every gradient, recording the rows
+    the head projected."""
+    from trl.trainer import utils as trl_utils
+
+    model.zero_grad(set_to_none=True)
+    apply = trl_utils._ChunkedLogProbFunction.apply
+
+    def counting_apply(hidden, *args):
+        projected_rows.append(hidden.shape[0])
+        return apply(hidden, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trl_utils._ChunkedLogProbFunction, "apply", counting_apply)
+        out = model(input_ids=input_ids, labels=labels, fused_lm_head=True)
+    out.loss.backward()
+    return out.loss.detach(), out.log_probs.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def test_the_head_projects_only_labelled_rows_and_the_results_agree(tiny_model, monkeypatch):
+    from trl.trainer import utils as trl_utils
+
+    trl_utils.add_fused_lm_head(tiny_model)
+    vocab = tiny_model.config.vocab_size
+    input_ids = torch.randint(0, vocab, (2, 10), generator=torch.Generator().manual_seed(0))
+    labels = input_ids.clone()
+    labels[:, :6] = -100  # a 6-token prompt: only the 4 completion tokens are scored, as GRPOTrainer asks
+    labels[1, 8:] = -100  # the second completion ended early: padding
+    fixed_rows, trl_rows = [], []
+    fixed = _score(tiny_model, input_ids, labels, fixed_rows)
+    monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton.original)  # TRL as installed
+    as_installed = _score(tiny_model, input_ids, labels, trl_rows)
+
+    assert trl_rows == [2 * 9]  # every position but the last, whose label falls off the end
+    assert fixed_rows == [4 + 2]  # only those whose shifted label is a token: 4 in row 0, 2 in row 1
+    assert torch.equal(fixed[0], as_installed[0]), "the same loss"
+    assert torch.allclose(fixed[1], as_installed[1], atol=1e-6), "the same per-token log-probs"
+    for ours, theirs in zip(fixed[2], as_installed[2], strict=True):
+        assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-7), "the same gradients, to float32 rounding"
+    assert max(g.abs().max().item() for g in fixed[2]) > 1e-3, "a comparison of zero gradients proves nothing"
+
+
+def test_the_environment_variable_turns_the_fixes_off_or_names_what_to_set(monkeypatch):
+    from trl.trainer import utils as trl_utils
+
+    original = trl_utils._use_triton.original
+    monkeypatch.setattr(trl_utils, "_use_triton", original)
+    monkeypatch.setattr(trl_fixes, "_applied", [])
+    monkeypatch.setenv(trl_fixes.FIXES_ENV, "0")
+    assert trl_fixes.apply_trl_fixes() == [] and trl_utils._use_triton is original
+    monkeypatch.setenv(trl_fixes.FIXES_ENV, "off")
+    with pytest.raises(ValueError, match="GRPO_COURSE_TRL_FIXES='off' is not understood: set it to 1 .* or 0"):
+        trl_fixes.apply_trl_fixes()
+    monkeypatch.setenv(trl_fixes.FIXES_ENV, "1")
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX] and trl_utils._use_triton.original is original
