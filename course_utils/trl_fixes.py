@@ -1,4 +1,4 @@
-"""Fixes to the installed TRL that change how fast it runs, never what it computes.
+"""Fixes to the installed TRL that change how fast it runs; what it computes changes only by float rounding.
 
 :mod:`course_utils.models` applies them when it is imported (every notebook imports it), and
 :func:`course_utils.hardware.describe_environment` lists the ones applied, so a notebook's output says so.
@@ -12,7 +12,7 @@ number of rows that changes from batch to batch would recompile its kernels. A C
 prompt's positions are pure waste: with notebook 01's 26-token prompts and 32-token completions, 45% of the head's
 rows. :func:`apply_trl_fixes` makes TRL take its own compact path on a CPU. The loss is the same to the last bit
 and the gradients to float32 rounding (one tensor of 272 differed, by at most 4.5e-8 against entries up to 0.73);
-a GRPO step at ``cpu-ci`` sizes took 1.15x less time (``docs/BENCHMARKS.md``, "The LM head on a CPU").
+a GRPO step at ``cpu-ci`` sizes took 1.15-1.18x less time (``docs/BENCHMARKS.md``, "The LM head on a CPU").
 
 ``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL as installed (to compare, or to rule the fixes out
 when something looks wrong).
