@@ -19,15 +19,20 @@ def main(argv: list[str]) -> None:
 
     preset, steps, repeats = (argv + ["cpu-ci", "4", "2"][len(argv):])[:3]
     fixed = trl_utils._use_triton
+    if not getattr(fixed, "course_fix", False):
+        raise SystemExit("The LM-head fix is not applied in this process (GRPO_COURSE_TRL_FIXES=0, or the installed "
+                         "TRL no longer has the line it changes), so there is nothing to compare: unset the variable.")
     modes = {"every position (TRL on a CPU)": fixed.original, "completion positions only (the fix)": fixed}
-    for repeat in range(int(repeats)):
-        for label, rule in modes.items():
-            trl_utils._use_triton = rule
-            with tempfile.TemporaryDirectory() as out:
-                r = measure("course", preset, int(steps), out)
-            print(f"{label:<38} repeat {repeat}: {r['seconds_per_step']:6.2f} s/step "
-                  f"(generation {r['share_generate']:.0%}, scoring {r['share_score']:.0%})", flush=True)
-    trl_utils._use_triton = fixed
+    try:
+        for repeat in range(int(repeats)):
+            for label, rule in modes.items():
+                trl_utils._use_triton = rule
+                with tempfile.TemporaryDirectory() as out:
+                    r = measure("course", preset, int(steps), out)
+                print(f"{label:<38} repeat {repeat}: {r['seconds_per_step']:6.2f} s/step "
+                      f"(generation {r['share_generate']:.0%}, scoring {r['share_score']:.0%})", flush=True)
+    finally:
+        trl_utils._use_triton = fixed
 
 
 if __name__ == "__main__":
