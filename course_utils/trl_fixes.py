@@ -25,9 +25,10 @@ when something looks wrong).
 from __future__ import annotations
 
 import inspect
-import os
 
 import torch
+
+from course_utils.switches import switch
 
 #: The line of ``add_fused_lm_head`` that picks the compact path; the fix is applied only while TRL has it.
 COMPACT_LINE = "compact = _use_triton(hidden_states.device)"
@@ -53,11 +54,7 @@ def apply_trl_fixes() -> list[str]:
     A fix whose target has changed in the installed TRL is skipped, never forced: the test suite then fails
     (``tests/test_trl_fixes.py``) so that a maintainer checks whether the new TRL still needs it.
     """
-    value = os.environ.get(FIXES_ENV, "1").strip()
-    if value not in {"0", "1", ""}:
-        raise ValueError(f"{FIXES_ENV}={value!r} is not understood: set it to 1 (apply the course's TRL fixes) or 0 "
-                         "(leave TRL as installed).")
-    if value == "0":
+    if not switch(FIXES_ENV, on="apply the course's TRL fixes", off="leave TRL as installed"):
         return list(_applied)
     from trl.trainer import utils as trl_utils
 

@@ -38,6 +38,7 @@ from trl import SFTConfig, SFTTrainer
 from course_utils import cache
 from course_utils.data import worked_examples
 from course_utils.presets import Preset
+from course_utils.switches import switch
 from course_utils.trl_fixes import applied_trl_fixes
 
 #: Set to 0 to train every warm start again and leave the cache alone (1, the default, reuses).
@@ -61,12 +62,7 @@ _KEY_FORMAT = 1  # raise when the key's recipe changes, so older entries are nev
 
 def reuse_enabled() -> bool:
     """Whether ``GRPO_COURSE_REUSE`` lets :func:`train_or_reuse` use the cache (unset or 1: yes; 0: no)."""
-    value = os.environ.get(REUSE_ENV, "1").strip()
-    if value not in {"0", "1", ""}:
-        raise ValueError(
-            f"{REUSE_ENV}={value!r} is not understood: set it to 1 (reuse cached warm starts) or 0 (always train)."
-        )
-    return value != "0"
+    return switch(REUSE_ENV, on="reuse cached warm starts", off="always train")
 
 
 def _json(value: Any) -> str:
