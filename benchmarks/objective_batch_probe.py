@@ -26,6 +26,10 @@ At the notebook's 8 completions a step but six steps (``--steps 6``, 52-62 s a r
 and 33 passed every objective (GSPO on seed 11 at 79% distinct answers, under the notebook's 80% guard), and
 DAPO on seed 202 lost ground, -11.0 (-19.4). ``--learning-rate 1e-4`` at four steps, seed 0: CISPO -10.1
 (-27.0), GRPO 71% distinct.
+
+``--samples 4`` adds the held-out error of 4 answers per prompt sampled at temperature 1, what GRPO trains
+(2026-11-30, 4 steps): seed 303 DAPO +14.9 (+9.9) and SAPO +21.4 (+13.1) where greedy gave +6.5 (-6.1) and +10.9
+(+0.3); seed 202 DAPO -7.3 (-16.6), CISPO +2.5 (-6.9). docs/PROOF.md has the commands.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import contextlib
 import copy
 import io
 import json
+import statistics
 import time
 
 from transformers import set_seed
@@ -67,6 +72,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=0,
+        help="also measure K answers per held-out prompt sampled at temperature 1 (0: greedy only)",
+    )
     args = parser.parse_args()
 
     hardware = detect_hardware()
@@ -77,7 +88,7 @@ def main() -> None:
         set_seed(seed)
         data = length_prompts(seed=seed, n_test=sizes.n_eval, system_prompt="Answer in one short sentence.")
 
-        def evaluate(policy, data=data):
+        def evaluate(policy, data=data, seed=seed):
             out = generate(
                 policy,
                 tokenizer,
@@ -86,7 +97,24 @@ def main() -> None:
                 batch_size=sizes.eval_batch_size,
                 progress=False,
             )
-            return length_report(out.completions, TARGET_CHARS, out.finished, topics=data["test"]["topic"])
+            report = length_report(out.completions, TARGET_CHARS, out.finished, topics=data["test"]["topic"])
+            if args.samples:  # per prompt, the mean error of K answers sampled as GRPO samples (temperature 1)
+                k = args.samples
+                prompts = [p for p in data["test"]["prompt"] for _ in range(k)]
+                sampled = generate(
+                    policy,
+                    tokenizer,
+                    prompts,
+                    max_new_tokens=sizes.max_completion_length,
+                    batch_size=k * sizes.eval_batch_size,
+                    do_sample=True,
+                    temperature=1.0,
+                    seed=seed,
+                    progress=False,
+                )
+                errors = length_report(sampled.completions, TARGET_CHARS)["errors"]
+                report["sampled_errors"] = [statistics.fmean(errors[i : i + k]) for i in range(0, len(errors), k)]
+            return report
 
         before = evaluate(model)
         for name in args.objectives:
@@ -104,6 +132,7 @@ def main() -> None:
                 beta=0.0,
                 bf16=sizes.bf16,
                 fp16=sizes.fp16,
+                activation_checkpointing=sizes.activation_checkpointing,  # as the notebook: off
                 logging_steps=1,
                 save_strategy="no",
                 report_to="none",
@@ -120,6 +149,10 @@ def main() -> None:
             seconds = time.perf_counter() - start
             after = evaluate(policy)
             gain = paired_gain(before["errors"], after["errors"], higher_is_better=False, seed=seed)
+            if args.samples:
+                sampled = paired_gain(
+                    before["sampled_errors"], after["sampled_errors"], higher_is_better=False, seed=seed
+                )
             print(
                 json.dumps(
                     {
@@ -134,6 +167,15 @@ def main() -> None:
                         "steps": args.steps,
                         "learning_rate": args.learning_rate,
                         "completions_per_step": args.batch,
+                        **(
+                            {
+                                "sampled_gain": round(sampled.mean, 1),
+                                "sampled_gain_low": round(sampled.low, 1),
+                                "samples": args.samples,
+                            }
+                            if args.samples
+                            else {}
+                        ),
                     }
                 ),
                 flush=True,
