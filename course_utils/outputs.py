@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import os
 from datetime import datetime
 from pathlib import Path
+
+#: When set, a relative ``parent`` of :func:`new_run_dir` is taken inside this folder rather than the working
+#: directory. The CI-mode runs of ``make test``, ``make prove`` and ``make seeds`` point it at a temporary folder,
+#: so they leave no model copies behind in ``notebooks/outputs/`` (notebooks 08 and 12 save 517 MB a run).
+OUTPUTS_ENV = "COURSE_OUTPUTS_DIR"
 
 
 def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
@@ -12,9 +18,13 @@ def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
 
     The folder is created here, atomically, so the function never returns a folder that existed before the
     call: earlier runs stay as they were, and two runs started in the same second get ``<time>-2``,
-    ``<time>-3``... ``now`` fixes the time (for tests); by default it is the local time.
+    ``<time>-3``... ``now`` fixes the time (for tests); by default it is the local time. A relative ``parent``
+    lies inside the folder named by ``COURSE_OUTPUTS_DIR`` when that is set (the test runs set it).
     """
     parent = Path(parent)
+    root = os.environ.get(OUTPUTS_ENV, "").strip()
+    if root and not parent.is_absolute():
+        parent = Path(root) / parent
     if parent.exists() and not parent.is_dir():
         raise NotADirectoryError(
             f"{parent} is a file, but runs are saved in folders inside it: move that file, or choose another "

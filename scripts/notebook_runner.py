@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course_utils.outputs import OUTPUTS_ENV
 from course_utils.results import RESULTS_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -46,16 +47,24 @@ class NotebookRun:
         return "pass" if self.record["passed"] else "did not learn"
 
 
-def execute_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = None) -> NotebookRun:
-    """Run one notebook with papermill; its results JSON lands in ``out_dir/results``."""
+def execute_notebook(
+    path: Path, out_dir: Path, parameters: dict[str, Any] | None = None, run_folders: Path | None = None
+) -> NotebookRun:
+    """Run one notebook with papermill; its results JSON lands in ``out_dir/results``.
+
+    ``run_folders``: where the notebook's new run folders go (``course_utils.outputs.new_run_dir``: 08's and 12's
+    saved models) instead of ``notebooks/outputs/``; the test runs pass a temporary folder, ``make course`` none.
+    """
     import papermill
 
     parameters = dict(parameters or {})
     out_dir.mkdir(parents=True, exist_ok=True)
     results_dir = (out_dir / "results").resolve()  # the kernel runs in the notebook's folder, not ours
     output = out_dir / path.name
-    env_before = {k: os.environ.get(k) for k in (RESULTS_ENV, "PATH")}
+    env_before = {k: os.environ.get(k) for k in (RESULTS_ENV, OUTPUTS_ENV, "PATH")}
     os.environ[RESULTS_ENV] = str(results_dir)
+    if run_folders is not None:
+        os.environ[OUTPUTS_ENV] = str(Path(run_folders).resolve())
     # The kernel must be this interpreter (the course venv), whatever else is on PATH.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     start = time.perf_counter()

@@ -26,6 +26,7 @@ import io
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import tokenize
 from pathlib import Path
@@ -205,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind, extra in plans:
                 parameters = {"preset": args.preset, **extra}
                 print(f"{path.stem} {kind} {extra or ''} ...", flush=True)
-                run = execute_notebook(path, out / f"{kind}-{'-'.join(map(str, extra.values())) or 'as-written'}",
-                                       parameters)  # fmt: skip
+                with tempfile.TemporaryDirectory(prefix="grpo-course-run-folders-") as folders:  # 08's, 12's models
+                    run = execute_notebook(path, out / f"{kind}-{'-'.join(map(str, extra.values())) or 'as-written'}",
+                                           parameters, run_folders=Path(folders))  # fmt: skip
                 new = row(run, path, kind, args.preset)
                 print(f"  {run.status} in {new['minutes']} min; checks {new['checks']}", flush=True)
                 rows.append(new)

@@ -30,7 +30,8 @@ def test_every_notebook_is_a_numbered_lesson_that_ci_runs():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_learns_in_ci_mode(path, tmp_path):
     # only the preset changes: each notebook runs with its own published parameters (seed included)
-    run = execute_notebook(path, tmp_path, {"preset": "cpu-ci"})
+    # 08's and 12's saved models go to pytest's temporary folder, not to notebooks/outputs/ (517 MB each, every run)
+    run = execute_notebook(path, tmp_path, {"preset": "cpu-ci"}, run_folders=tmp_path / "run-folders")
     assert run.error is None, run.error
     assert run.record is not None, "the notebook did not call record_results"
     assert run.record["preset"] == "cpu-ci"

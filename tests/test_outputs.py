@@ -4,7 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from course_utils.outputs import new_run_dir
+from course_utils.outputs import OUTPUTS_ENV, new_run_dir
 
 NOON = datetime(2026, 11, 22, 12, 0, 5)
 
@@ -40,3 +40,16 @@ def test_a_file_where_the_output_folder_should_be_is_named(tmp_path):
     (tmp_path / "outputs").write_text("not a folder")
     with pytest.raises(NotADirectoryError, match=r"outputs is a file, but runs are saved in folders inside it"):
         new_run_dir(tmp_path / "outputs")
+
+
+def test_course_outputs_dir_takes_the_relative_run_folders_only(tmp_path, monkeypatch):
+    """`make test` sets COURSE_OUTPUTS_DIR, so a CI-mode run leaves no saved model in notebooks/outputs/."""
+    notebooks, elsewhere = tmp_path / "notebooks", tmp_path / "run-folders"
+    notebooks.mkdir()
+    monkeypatch.chdir(notebooks)
+    monkeypatch.setenv(OUTPUTS_ENV, str(elsewhere))
+    assert new_run_dir("outputs/12/cpu-ci", now=NOON) == elsewhere / "outputs/12/cpu-ci/2026-11-22_12-00-05"
+    assert not (notebooks / "outputs").exists()
+    assert new_run_dir(tmp_path / "mine", now=NOON) == tmp_path / "mine/2026-11-22_12-00-05", "absolute: as given"
+    monkeypatch.delenv(OUTPUTS_ENV)
+    assert new_run_dir("outputs/12/cpu-ci", now=NOON).resolve() == notebooks / "outputs/12/cpu-ci/2026-11-22_12-00-05"

@@ -141,3 +141,23 @@ def test_a_relative_run_folder_still_finds_the_notebooks_record(tmp_path, monkey
     run = runner.execute_notebook(path, Path("runs/x"), {"seed": 1})
     assert run.record == {"passed": True, "checks": {"learned": True}}, run.status
     assert (tmp_path / "runs/x/results/01_demo.json").is_file()
+
+
+def test_the_test_runs_send_new_run_folders_elsewhere_and_make_course_does_not(tmp_path, monkeypatch):
+    """08 and 12 save a 517 MB model in a new folder per run: the CI-mode runs (make test, prove, seeds) must not
+    leave those in notebooks/outputs/, while a learner's `make course` keeps them there."""
+    import papermill
+
+    from course_utils.outputs import OUTPUTS_ENV
+
+    runner = load("scripts/notebook_runner.py")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    path = _notebook(notebooks)
+    seen = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **kw: seen.append(os.environ.get(OUTPUTS_ENV)))
+    monkeypatch.delenv(OUTPUTS_ENV, raising=False)
+    runner.execute_notebook(path, tmp_path / "runs/a", {}, run_folders=tmp_path / "folders")
+    runner.execute_notebook(path, tmp_path / "runs/b", {})
+    assert seen == [str((tmp_path / "folders").resolve()), None]
+    assert OUTPUTS_ENV not in os.environ, "the runner puts the environment back as it was"
