@@ -462,10 +462,10 @@ def _copy_of_the_repository_files(tmp_path: Path) -> Path:
     for relative in ("pyproject.toml", "README.md", "docs/INSTRUCTORS.md", "course_utils/__init__.py"):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO_ROOT / relative, tmp_path / relative)
-    # The numbered notebooks only, which are what set_repository rewrites: never the whole folder, whose ignored
-    # outputs/ (checkpoints of earlier runs) held 8.9 GB here after a day of runs, copied by each test that calls this.
+    # The notebooks set_repository rewrites, and only those: never the whole folder, whose ignored outputs/
+    # (checkpoints of earlier runs) held 8.9 GB here after a day of runs, copied by each test that calls this.
     (tmp_path / "notebooks").mkdir()
-    for notebook in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+    for notebook in set_repo._notebooks(REPO_ROOT):
         shutil.copy(notebook, tmp_path / "notebooks" / notebook.name)
     return tmp_path
 
