@@ -15,7 +15,8 @@ Eight GPUs on one machine, data parallel, DeepSpeed ZeRO-2 or FSDP:
 
 The preset's batch is the *global* batch: with N processes each one gets 1/N of it, so the recipe (prompts per
 step, group size, learning rate) is the same whatever N is. The script measures the held-out length error before
-and after training on the main process and writes ``<output-dir>/results.json``.
+and after training on the main process and writes ``<output-dir>/results.json``; a folder that already holds one
+is refused before anything loads, so an earlier run's results are never overwritten.
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--beta", type=float, default=BETA)
     parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM in colocate mode (GPU + vllm)")
     parser.add_argument("--report-to", default="none", help="none (default), trackio or wandb (log in first)")
-    parser.add_argument("--output-dir", default="outputs/grpo_length")
+    parser.add_argument(
+        "--output-dir",
+        default="outputs/grpo_length",
+        help="a folder without a results.json (an earlier run's is never overwritten)",
+    )
     return parser.parse_args(argv)
 
 
@@ -79,6 +84,10 @@ def build_config(args: argparse.Namespace, preset: Preset, hardware: Hardware, p
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
+    results_path = Path(args.output_dir) / "results.json"
+    if results_path.exists():  # checked before anything loads: an earlier run's results are never overwritten
+        raise SystemExit(f"--output-dir {args.output_dir} already holds an earlier run's results.json: pass a new "
+                         "folder (notebook 09 passes a new one per run), or move that file.")  # fmt: skip
     if args.use_vllm and (importlib.util.find_spec("vllm") is None or not torch.cuda.is_available()):
         raise SystemExit("--use-vllm needs a CUDA GPU and the vllm package (`pip install vllm`). "
                          "Leave the flag out to generate with transformers.")  # fmt: skip
@@ -146,9 +155,10 @@ def main(argv: list[str] | None = None) -> dict | None:
         "reward_first_step": next(r["reward"] for r in trainer.state.log_history if "reward" in r),
         "reward_last_step": [r["reward"] for r in trainer.state.log_history if "reward" in r][-1],
     }
-    out = Path(args.output_dir) / "results.json"
+    out = results_path
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    with out.open("x") as f:  # "x": fails rather than overwrite a results.json written since the check above
+        f.write(json.dumps(results, indent=2))
     print(f"{state.num_processes} process(es) on {state.device}, {per_device} completions per process per step")
     print(f"held-out length error {results['length_error_before']:.1f} -> {results['length_error_after']:.1f}, "
           f"{train_seconds / max_steps:.1f} s per step; results in {out}")  # fmt: skip

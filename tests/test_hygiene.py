@@ -341,8 +341,6 @@ def test_one_checks_section_with_the_course_title(path):
     assert len(found) == 1, f"{path.name}: expected one '## N · Did it learn? The checks this notebook stands on'"
 
 
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_exercises_end_with_a_check_cell_whose_solution_is_tested(path):
     """The template: exercises, then at least one check cell (a ``course_utils.exercises.check_*`` call on the
@@ -358,3 +356,73 @@ def test_exercises_end_with_a_check_cell_whose_solution_is_tested(path):
     assert "# checked by tests/test_exercises.py" in solutions, f"solutions/{path.stem}.md: no checked solution"
     for check in checks:
         assert f"exercises.{check}(" in tests or f"exercises.{check}," in tests, f"{check} is not tested"
+
+
+SAVING_METHODS = {"save_model", "save_pretrained", "save_state"}
+TRAINING_CONFIGS = {"GRPOConfig", "SFTConfig", "RewardConfig", "TrainingArguments"}
+
+
+def writes_outside_new_run_folders(source: str) -> list[str]:
+    """Lines that could overwrite or delete an earlier run's files: a save, or a training config that saves
+    checkpoints (``save_strategy`` other than ``"no"``), into a folder not made by ``new_run_dir``; and any
+    ``rmtree``, ``unlink`` or ``os.remove``. A config trains when it sets ``max_steps`` or ``num_train_epochs``;
+    the course's other configs only show a setting or check a loss. A name counts as a new run folder when it
+    is assigned from an expression that calls ``new_run_dir`` or uses such a name (``adapter = out / "adapter"``).
+    """
+    tree = ast.parse(source)
+    fresh: set[str] = set()
+
+    def is_fresh(node: ast.AST) -> bool:
+        return any(
+            (isinstance(n, ast.Call) and getattr(n.func, "id", None) == "new_run_dir")
+            or (isinstance(n, ast.Name) and n.id in fresh)
+            for n in ast.walk(node)
+        )
+
+    assignments = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    for _ in range(2):  # twice, so a chain resolves whatever the order of its assignments
+        for a in assignments:
+            if is_fresh(a.value):
+                fresh.update(t.id for t in a.targets if isinstance(t, ast.Name))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        keywords = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+        if name in {"rmtree", "unlink", "remove"}:
+            found.append(f"line {node.lineno}: {name}")
+        elif name in SAVING_METHODS and not (node.args and is_fresh(node.args[0])):
+            found.append(f"line {node.lineno}: {name} outside a new_run_dir folder")
+        elif name in TRAINING_CONFIGS:
+            strategy = keywords.get("save_strategy")
+            trains = {"max_steps", "num_train_epochs"} & set(keywords)
+            saves = trains and not (isinstance(strategy, ast.Constant) and strategy.value == "no")
+            if saves and not ("output_dir" in keywords and is_fresh(keywords["output_dir"])):
+                found.append(f"line {node.lineno}: {name} saves checkpoints outside a new_run_dir folder")
+    return found
+
+
+def test_the_writes_finder_names_what_could_overwrite_an_earlier_run():
+    source = (
+        "import shutil\nshutil.rmtree('outputs/x')\n"  # line 2
+        "trainer.save_model('outputs/fixed')\n"  # line 3: a fixed folder, overwritten by the next run
+        "out = new_run_dir('outputs/nb')\nadapter = out / 'adapter'\ntrainer.save_model(str(adapter))\n"  # fine
+        "GRPOConfig(output_dir='outputs/a', save_strategy='no')\n"  # fine: saves nothing
+        "GRPOConfig(output_dir='outputs/b', max_steps=8)\n"  # line 8: TRL's default save_strategy saves there
+        "GRPOConfig(output_dir='outputs/c')\n"  # fine: no steps, so never trained (it shows a setting)
+        "SFTConfig(output_dir=str(out / 'trainer'), max_steps=8, save_strategy='steps')\n"  # fine: a new folder
+    )
+    assert writes_outside_new_run_folders(source) == [
+        "line 2: rmtree", "line 3: save_model outside a new_run_dir folder",
+        "line 8: GRPOConfig saves checkpoints outside a new_run_dir folder",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_no_notebook_overwrites_or_deletes_an_earlier_run(path):
+    found = writes_outside_new_run_folders(notebook_code(path))
+    assert not found, (
+        f"{path.name}: {found}. Save into a folder from course_utils.outputs.new_run_dir (a new one per run), "
+        'or pass save_strategy="no"; never delete a folder a learner may still want.'
+    )

@@ -84,3 +84,11 @@ def test_accelerate_configs_parse(name, distributed_type):
     # neither bf16 nor fp16, so "bf16" here would put the float32 `gpu` preset under bf16 autocast
     assert config.mixed_precision == "no" and config.num_machines == 1
     assert f"--config_file configs/accelerate/{name}.yaml" in path.read_text(), "the file shows its own command"
+
+
+def test_an_earlier_runs_results_are_refused_before_anything_loads(tmp_path):
+    earlier = tmp_path / "results.json"
+    earlier.write_text('{"length_error_after": 12.5}')
+    with pytest.raises(SystemExit, match=rf"--output-dir {tmp_path} already holds an earlier run's results.json"):
+        _load_script().main(["--output-dir", str(tmp_path)])
+    assert earlier.read_text() == '{"length_error_after": 12.5}'  # untouched
