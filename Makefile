@@ -15,7 +15,7 @@ NOTEBOOKS ?=
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 
-.PHONY: setup course test unit lint lab ui-setup ui-test doctor bench prove seeds runtimes gpu-check constraints upgrade-check clean-cache help
+.PHONY: setup course test unit lint lab ui-setup ui-test doctor bench prove seeds runtimes gpu-check constraints upgrade-check clean-cache outputs clean-outputs help
 
 help:
 	@echo "make setup    create .venv: torch for this machine, then the tested versions (constraints.txt)"
@@ -35,6 +35,8 @@ help:
 	@echo "make constraints   pin what .venv has into constraints.txt (after make test passed)"
 	@echo "make upgrade-check newest versions, no constraints, in a throwaway venv: run the unit tests (finds drift)"
 	@echo "make clean-cache  remove the converted model and cached warm starts from the course's cache (only a folder the course created)"
+	@echo "make outputs  list the notebooks' saved runs (a new folder per run) and their sizes"
+	@echo "make clean-outputs KEEP=1  remove all but the newest KEEP runs of each notebook and preset, after asking"
 	@echo "make help     this list"
 
 setup: $(STAMP)
@@ -141,3 +143,14 @@ upgrade-check:
 # Standard library only, so it runs with the venv's Python or, before set-up, the system's.
 clean-cache:
 	@"$(if $(wildcard $(PY)),$(PY),$(PYTHON))" -m course_utils.cache --clean
+
+# The notebooks' run folders (course_utils.outputs.new_run_dir: a new one per run, about 0.5 GB each for 04, 05,
+# 08 and 12). Only folders carrying the .course-run marker are ever removed, and only after you type yes
+# (CONFIRM=yes: without asking). Standard library only, like clean-cache.
+KEEP ?= 1
+CONFIRM ?=
+outputs:
+	@"$(if $(wildcard $(PY)),$(PY),$(PYTHON))" scripts/clean_outputs.py
+
+clean-outputs:
+	@"$(if $(wildcard $(PY)),$(PY),$(PYTHON))" scripts/clean_outputs.py --clean --keep "$(KEEP)" $(if $(filter yes,$(CONFIRM)),--yes)

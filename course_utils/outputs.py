@@ -11,15 +11,30 @@ from pathlib import Path
 #: directory. The CI-mode runs of ``make test``, ``make prove`` and ``make seeds`` point it at a temporary folder,
 #: so they leave no model copies behind in ``notebooks/outputs/`` (notebooks 08 and 12 save 517 MB a run).
 OUTPUTS_ENV = "COURSE_OUTPUTS_DIR"
+#: File :func:`new_run_dir` leaves in every folder it creates. ``make clean-outputs`` removes only folders that
+#: carry it, and only after asking; a folder you made yourself never has it.
+RUN_MARKER = ".course-run"
+RUN_MARKER_TEXT = (
+    "This folder holds one run of a GRPO course notebook (course_utils.outputs.new_run_dir).\n"
+    "`make outputs` lists the runs; `make clean-outputs` removes older runs of the same notebook and preset,\n"
+    "and only after you confirm. Delete this file to keep the folder out of its reach.\n"
+)
 
 
 def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
-    """Create and return a new, empty folder for one run: ``parent/<YYYY-MM-DD_HH-MM-SS>``.
+    """Create and return a new folder for one run: ``parent/<YYYY-MM-DD_HH-MM-SS>``.
 
     The folder is created here, atomically, so the function never returns a folder that existed before the
     call: earlier runs stay as they were, and two runs started in the same second get ``<time>-2``,
-    ``<time>-3``... ``now`` fixes the time (for tests); by default it is the local time. A relative ``parent``
-    lies inside the folder named by ``COURSE_OUTPUTS_DIR`` when that is set (the test runs set it).
+    ``<time>-3``... It holds only the marker file ``.course-run`` (:data:`RUN_MARKER`), by which ``make
+    clean-outputs`` knows the course made it. ``now`` fixes the time (for tests); by default it is the local
+    time. A relative ``parent`` lies inside the folder named by ``COURSE_OUTPUTS_DIR`` when that is set (the
+    test runs set it).
+
+    Example::
+
+        run_dir = new_run_dir("outputs/08_your_own_data/cpu")  # outputs/08_your_own_data/cpu/2026-11-30_17-05-12
+        trainer.save_model(str(run_dir / "model"))
     """
     parent = Path(parent)
     root = os.environ.get(OUTPUTS_ENV, "").strip()
@@ -38,5 +53,6 @@ def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
             candidate.mkdir()  # fails if anything, file or folder, already has this name
         except FileExistsError:
             continue
+        (candidate / RUN_MARKER).write_text(RUN_MARKER_TEXT)
         return candidate
     raise AssertionError("unreachable")  # itertools.count never ends

@@ -4,7 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from course_utils.outputs import OUTPUTS_ENV, new_run_dir
+from course_utils.outputs import OUTPUTS_ENV, RUN_MARKER, new_run_dir
 
 NOON = datetime(2026, 11, 22, 12, 0, 5)
 
@@ -12,7 +12,7 @@ NOON = datetime(2026, 11, 22, 12, 0, 5)
 def test_each_run_gets_a_new_empty_folder_named_by_its_time(tmp_path):
     first = new_run_dir(tmp_path / "outputs" / "cpu", now=NOON)  # parents are created
     assert first == tmp_path / "outputs" / "cpu" / "2026-11-22_12-00-05"
-    assert first.is_dir() and not any(first.iterdir())
+    assert [p.name for p in first.iterdir()] == [RUN_MARKER], "new: nothing in it but the course's marker"
     (first / "model").mkdir()
     (first / "model" / "reproducibility.json").write_text("{}")
     second = new_run_dir(tmp_path / "outputs" / "cpu", now=NOON)  # same second: a suffix, not the same folder
@@ -32,8 +32,8 @@ def test_never_returns_a_folder_or_name_that_already_exists(tmp_path, existing):
             (taken / "model.safetensors").write_text("weights")
     before = sorted(p.name for p in tmp_path.rglob("*"))
     run_dir = new_run_dir(tmp_path, now=NOON)
-    assert run_dir.name == "2026-11-22_12-00-05-2" and not any(run_dir.iterdir())
-    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, run_dir.name])
+    assert run_dir.name == "2026-11-22_12-00-05-2" and [p.name for p in run_dir.iterdir()] == [RUN_MARKER]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted([*before, run_dir.name, RUN_MARKER])
 
 
 def test_a_file_where_the_output_folder_should_be_is_named(tmp_path):
