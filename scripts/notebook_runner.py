@@ -20,6 +20,32 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 
+def new_record_folder(out: Path | None, default: Path) -> Path:
+    """The folder a ``make course`` / ``make prove`` run writes its executed notebooks and summary into.
+
+    ``out`` (the ``--out`` option) must not hold an earlier run's files: a folder with anything in it is refused,
+    naming ``--out``. Without ``out`` it is ``default``, or ``default-2``, ``-3``... when a run started in the
+    same second already has that name. Either way the folder is created here, so no earlier run is overwritten.
+    """
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise SystemExit(f"--out {out} is a file, not a folder: pass a new folder, or leave --out out.")
+        if out.exists() and any(out.iterdir()):
+            raise SystemExit(f"--out {out} already holds an earlier run's files: pass a new folder, or leave --out "
+                             "out for a new runs/<time> folder.")  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    default.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        candidate = default if n == 1 else default.with_name(f"{default.name}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise SystemExit(f"{default}: 999 run folders started in the same second; remove some, or pass --out.")
+
+
 def course_notebooks() -> list[Path]:
     """The numbered lesson notebooks, in order (``notebooks/NN_*.ipynb``)."""
     return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))

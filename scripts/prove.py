@@ -35,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "scripts"))  # notebook_runner.py, when loaded from elsewhere
 
-from notebook_runner import NotebookRun, course_notebooks, execute_notebook  # noqa: E402
+from notebook_runner import NotebookRun, course_notebooks, execute_notebook, new_record_folder  # noqa: E402
 
 RECORD = REPO_ROOT / "benchmarks" / "results" / "proof.jsonl"
 DOC = REPO_ROOT / "docs" / "PROOF.md"
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = [p.resolve() for p in args.notebooks] or everything
     rows = load()
     if args.mode != "render":
-        out = args.out or REPO_ROOT / "runs" / f"{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = new_record_folder(args.out, REPO_ROOT / "runs" / f"{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
         plans = ([("prove-on", {}), ("prove-off", {"learning_rate": 0.0})] if args.mode == "prove"
                  else [("seed", {"seed": s}) for s in args.seeds])  # fmt: skip
         for path in notebooks:

@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "scripts"))  # notebook_runner.py, when loaded from elsewhere
 
-from notebook_runner import NotebookRun, course_notebooks, execute_notebook  # noqa: E402
+from notebook_runner import NotebookRun, course_notebooks, execute_notebook, new_record_folder  # noqa: E402
 
 
 def _last_line(text: str | None) -> str:
@@ -57,7 +57,7 @@ def main() -> int:
     args = parser.parse_args()
 
     notebooks = [p.resolve() for p in args.notebooks] or course_notebooks()
-    out = args.out or REPO_ROOT / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    out = new_record_folder(args.out, REPO_ROOT / "runs" / time.strftime("%Y%m%d-%H%M%S"))  # never an earlier run's
     runs = []
     for path in notebooks:
         print(f"running {path.name} (preset {args.preset}) ...", flush=True)

@@ -4,6 +4,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from repo_modules import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,3 +162,18 @@ def test_the_test_runs_send_new_run_folders_elsewhere_and_make_course_does_not(t
     runner.execute_notebook(path, tmp_path / "runs/b", {})
     assert seen == [str((tmp_path / "folders").resolve()), None]
     assert OUTPUTS_ENV not in os.environ, "the runner puts the environment back as it was"
+
+
+def test_a_run_never_writes_into_an_earlier_runs_folder(tmp_path):
+    """make course and make prove write executed notebooks and summary.md: never over an earlier run's."""
+    runner = load("scripts/notebook_runner.py")
+    default = tmp_path / "runs" / "20261130-171500"
+    first = runner.new_record_folder(None, default)
+    (first / "summary.md").write_text("the earlier run")
+    second = runner.new_record_folder(None, default)  # started in the same second
+    assert (first, second) == (default, tmp_path / "runs" / "20261130-171500-2")
+    with pytest.raises(SystemExit, match=r"--out .*20261130-171500 already holds an earlier run's files"):
+        runner.new_record_folder(first, default)
+    assert (first / "summary.md").read_text() == "the earlier run"
+    assert runner.new_record_folder(tmp_path / "mine", default) == tmp_path / "mine", "a new --out is created"
+    assert runner.new_record_folder(tmp_path / "mine", default) == tmp_path / "mine", "and an empty one is fine"
