@@ -87,7 +87,7 @@ def _shown(path: Path) -> str:
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.2f} GB"
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def _keep_count(text: str) -> int:
