@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None, roots: Iterable[Path] = ROOTS, ask: Call
         answer = (ask or input)(f"Remove the {len(removed)} folders marked 'remove' ({freed})? Type yes: ")
         if answer.strip().lower() != "yes":
             print("Nothing removed.")
-            return 1
+            return 0  # the user's answer, not an error
     for run in removed:
         if is_run_folder(run):  # checked again just before: a folder changed since the listing is left alone
             shutil.rmtree(run)  # never follows links inside the tree (they are unlinked, not entered)

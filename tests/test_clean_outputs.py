@@ -55,7 +55,7 @@ def test_without_a_yes_nothing_is_removed(outputs, capsys):
     assert clean_outputs.main(["--clean"], roots=[outputs["root"]]) == 1  # pytest's stdin is not a terminal
     out = capsys.readouterr().out
     assert "Nothing removed" in out and "make clean-outputs CONFIRM=yes" in out
-    assert clean_outputs.main(["--clean"], roots=[outputs["root"]], ask=lambda prompt: "no") == 1
+    assert clean_outputs.main(["--clean"], roots=[outputs["root"]], ask=lambda prompt: "no") == 0  # asked: declined
     assert sorted(outputs["root"].rglob("*")) == before
 
 
