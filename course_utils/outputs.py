@@ -45,14 +45,23 @@ def new_run_dir(parent: str | Path, now: datetime | None = None) -> Path:
             f"{parent} is a file, but runs are saved in folders inside it: move that file, or choose another "
             "output folder."
         )
-    parent.mkdir(parents=True, exist_ok=True)
-    stamp = (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+    run_dir = new_folder(parent / (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S"))
+    (run_dir / RUN_MARKER).write_text(RUN_MARKER_TEXT)
+    return run_dir
+
+
+def new_folder(path: Path) -> Path:
+    """Create and return ``path``, or ``path-2``, ``path-3``... the first whose name nothing has yet.
+
+    Each try is one atomic ``mkdir``, so the folder returned never existed before the call, even with two runs
+    racing for the name. The parent folder is created if needed.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
     for n in itertools.count(1):
-        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
         try:
             candidate.mkdir()  # fails if anything, file or folder, already has this name
         except FileExistsError:
             continue
-        (candidate / RUN_MARKER).write_text(RUN_MARKER_TEXT)
         return candidate
     raise AssertionError("unreachable")  # itertools.count never ends

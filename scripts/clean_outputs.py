@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, roots: Iterable[Path] = ROOTS, ask: Call
     args = parser.parse_args(argv)
     roots = [Path(r) for r in roots]
     runs = find_runs(roots)
-    kept, removed = plan(runs, args.keep) if args.clean else (runs, [])
+    removed = plan(runs, args.keep)[1] if args.clean else []
     sizes = {run: size_bytes(run) for run in runs}
     for run in runs:
         mark = "remove" if run in removed else "keep  " if args.clean else "      "

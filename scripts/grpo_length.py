@@ -155,13 +155,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         "reward_first_step": next(r["reward"] for r in trainer.state.log_history if "reward" in r),
         "reward_last_step": [r["reward"] for r in trainer.state.log_history if "reward" in r][-1],
     }
-    out = results_path
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("x") as f:  # "x": fails rather than overwrite a results.json written since the check above
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    with results_path.open("x") as f:  # "x": fails rather than overwrite a results.json written since the check above
         f.write(json.dumps(results, indent=2))
     print(f"{state.num_processes} process(es) on {state.device}, {per_device} completions per process per step")
     print(f"held-out length error {results['length_error_before']:.1f} -> {results['length_error_after']:.1f}, "
-          f"{train_seconds / max_steps:.1f} s per step; results in {out}")  # fmt: skip
+          f"{train_seconds / max_steps:.1f} s per step; results in {results_path}")  # fmt: skip
     return results
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from course_utils.outputs import OUTPUTS_ENV
+from course_utils.outputs import OUTPUTS_ENV, new_folder
 from course_utils.results import RESULTS_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,15 +35,7 @@ def new_record_folder(out: Path | None, default: Path) -> Path:
                              "out for a new runs/<time> folder.")  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         return out
-    default.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        candidate = default if n == 1 else default.with_name(f"{default.name}-{n}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
-    raise SystemExit(f"{default}: 999 run folders started in the same second; remove some, or pass --out.")
+    return new_folder(default)
 
 
 def course_notebooks() -> list[Path]:
