@@ -390,7 +390,8 @@ def writes_outside_new_run_folders(source: str) -> list[str]:
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
         keywords = {kw.arg: kw.value for kw in node.keywords if kw.arg}
-        if name in {"rmtree", "unlink", "remove"}:
+        is_os_remove = name == "remove" and getattr(getattr(node.func, "value", None), "id", None) == "os"  # not list's
+        if name in {"rmtree", "unlink"} or is_os_remove:
             found.append(f"line {node.lineno}: {name}")
         elif name in SAVING_METHODS and not (node.args and is_fresh(node.args[0])):
             found.append(f"line {node.lineno}: {name} outside a new_run_dir folder")
@@ -406,16 +407,18 @@ def writes_outside_new_run_folders(source: str) -> list[str]:
 def test_the_writes_finder_names_what_could_overwrite_an_earlier_run():
     source = (
         "import shutil\nshutil.rmtree('outputs/x')\n"  # line 2
-        "trainer.save_model('outputs/fixed')\n"  # line 3: a fixed folder, overwritten by the next run
+        "names.remove('x')\n"  # line 3: a list's remove, not a file's (os.remove would be named)
+        "trainer.save_model('outputs/fixed')\n"  # line 4: a fixed folder, overwritten by the next run
         "out = new_run_dir('outputs/nb')\nadapter = out / 'adapter'\ntrainer.save_model(str(adapter))\n"  # fine
         "GRPOConfig(output_dir='outputs/a', save_strategy='no')\n"  # fine: saves nothing
-        "GRPOConfig(output_dir='outputs/b', max_steps=8)\n"  # line 8: TRL's default save_strategy saves there
+        "GRPOConfig(output_dir='outputs/b', max_steps=8)\n"  # line 9: TRL's default save_strategy saves there
         "GRPOConfig(output_dir='outputs/c')\n"  # fine: no steps, so never trained (it shows a setting)
         "SFTConfig(output_dir=str(out / 'trainer'), max_steps=8, save_strategy='steps')\n"  # fine: a new folder
+        "os.remove('outputs/results.json')\n"  # line 12
     )
     assert writes_outside_new_run_folders(source) == [
-        "line 2: rmtree", "line 3: save_model outside a new_run_dir folder",
-        "line 8: GRPOConfig saves checkpoints outside a new_run_dir folder",
+        "line 2: rmtree", "line 4: save_model outside a new_run_dir folder",
+        "line 9: GRPOConfig saves checkpoints outside a new_run_dir folder", "line 12: remove",
     ]  # fmt: skip
 
 
