@@ -85,8 +85,8 @@ def describe_environment(hardware: Hardware | None = None) -> str:
     lines = [f"python {platform.python_version()} on {platform.system()} {platform.machine()}"]
     lines += [f"{name} {version or '(not installed)'}" for name, version in library_versions().items()]
     precision = "fp16 mixed" if hardware.fp16 else "fp32"  # the presets' choice: fp32 on Ampere+ too
-    capable = ", bf16 capable" if hardware.bf16 else ""
-    lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), training precision {precision}")
+    capable = ", bf16 capable" if hardware.bf16 else ""  # a preset named in the notebook says its own precision
+    lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), its default preset trains in {precision}")
     from course_utils.trl_fixes import applied_trl_fixes
 
     lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]

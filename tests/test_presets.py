@@ -115,7 +115,7 @@ def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch
     monkeypatch.setattr(importlib.metadata, "version", version)
     lines = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()
     assert lines[1:7] == [f"{p} {'(not installed)' if p == 'peft' else '1.0'}" for p in hardware.KEY_LIBRARIES]
-    hardware_line = "hardware: cpu (CPU (2 threads)), training precision fp32"
+    hardware_line = "hardware: cpu (CPU (2 threads)), its default preset trains in fp32"
     fixes = [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
     assert lines[7:] == [hardware_line, *fixes], "the hardware, then each fix to TRL this process applied"
 
