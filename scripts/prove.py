@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
 
     everything = course_notebooks()
     notebooks = [p.resolve() for p in args.notebooks] or everything
-    rows = load()
     if args.mode != "render":
         out = new_record_folder(args.out, REPO_ROOT / "runs" / f"{args.mode}-{time.strftime('%Y%m%d-%H%M%S')}")
         plans = ([("prove-on", {}), ("prove-off", {"learning_rate": 0.0})] if args.mode == "prove"
@@ -211,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                                            parameters, run_folders=Path(folders))  # fmt: skip
                 new = row(run, path, kind, args.preset)
                 print(f"  {run.status} in {new['minutes']} min; checks {new['checks']}", flush=True)
-                rows.append(new)
                 RECORD.parent.mkdir(parents=True, exist_ok=True)
                 with RECORD.open("a") as f:
                     f.write(json.dumps(new, ensure_ascii=False) + "\n")
-    write_doc(rows, everything)
+    rows = load(RECORD)  # read now, not at the start: a `make seeds` run beside this one appends to it too
+    write_doc(rows, everything, DOC)
     print(render(rows, notebooks))
     print(f"\nrecord: {RECORD.relative_to(REPO_ROOT)}; tables: {DOC.relative_to(REPO_ROOT)}")
     return 0 if args.mode == "render" or all_good(rows, notebooks, args.mode) else 1

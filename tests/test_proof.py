@@ -177,3 +177,29 @@ def test_a_run_never_writes_into_an_earlier_runs_folder(tmp_path):
     assert (first / "summary.md").read_text() == "the earlier run"
     assert runner.new_record_folder(tmp_path / "mine", default) == tmp_path / "mine", "a new --out is created"
     assert runner.new_record_folder(tmp_path / "mine", default) == tmp_path / "mine", "and an empty one is fine"
+
+
+def test_two_runs_side_by_side_both_reach_the_tables(tmp_path, monkeypatch):
+    """Two `make seeds` lanes at once: each appends to the record, and the one that ends last once rewrote
+    docs/PROOF.md from the rows it had read at its start, so the other lane's runs showed "not run"."""
+    prove = _prove()
+    first, second = _notebook(tmp_path), tmp_path / "02_demo.ipynb"
+    second.write_text(first.read_text())
+    record, doc = tmp_path / "proof.jsonl", tmp_path / "PROOF.md"
+    doc.write_text(f"# Proof\n{prove.START}\n{prove.END}\n")
+    beside = _row("seed", {"g": True}, True, prove.code_hash(second), seed=404) | {"notebook": "02_demo"}
+
+    def run_notebook(path, out, parameters, run_folders=None):  # the other lane finishes its run meanwhile
+        with record.open("a") as f:
+            f.write(json.dumps(beside) + "\n")
+        return prove.NotebookRun(path.stem, out, 60.0, record={"passed": True, "checks": {"g": True}},
+                                 parameters=parameters)  # fmt: skip
+
+    monkeypatch.setattr(prove, "execute_notebook", run_notebook)
+    monkeypatch.setattr(prove, "course_notebooks", lambda: [first, second])
+    monkeypatch.setattr(prove, "RECORD", record)
+    monkeypatch.setattr(prove, "DOC", doc)
+    monkeypatch.setattr(prove, "REPO_ROOT", tmp_path)
+    assert prove.main(["seeds", str(first), "--seeds", "404", "--out", str(tmp_path / "runs")]) == 0
+    assert "| 01_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "this lane's run"
+    assert "| 02_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "and the run the other lane appended"
