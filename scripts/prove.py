@@ -97,7 +97,9 @@ def row(run: NotebookRun, path: Path, kind: str, preset: str) -> dict:
     }  # fmt: skip
 
 
-def load(path: Path = RECORD) -> list[dict]:
+def load(path: Path | None = None) -> list[dict]:
+    """The record's rows (``RECORD`` unless ``path``), read at the call, so a run beside this one counts too."""
+    path = path or RECORD
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -174,7 +176,8 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(rows: list[dict], notebooks: list[Path], doc: Path = DOC) -> None:
+def write_doc(rows: list[dict], notebooks: list[Path], doc: Path | None = None) -> None:
+    doc = doc or DOC  # looked up at the call, not when the module loads
     text = doc.read_text()
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
@@ -213,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                 RECORD.parent.mkdir(parents=True, exist_ok=True)
                 with RECORD.open("a") as f:
                     f.write(json.dumps(new, ensure_ascii=False) + "\n")
-    rows = load(RECORD)  # read now, not at the start: a `make seeds` run beside this one appends to it too
-    write_doc(rows, everything, DOC)
+    rows = load()  # read now, not at the start: a `make seeds` run beside this one appends to it too
+    write_doc(rows, everything)
     print(render(rows, notebooks))
     print(f"\nrecord: {RECORD.relative_to(REPO_ROOT)}; tables: {DOC.relative_to(REPO_ROOT)}")
     return 0 if args.mode == "render" or all_good(rows, notebooks, args.mode) else 1
