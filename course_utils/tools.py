@@ -338,14 +338,24 @@ def answer_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs: A
 
 
 def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """The share of the rollout's tool-call attempts that TRL parsed into a call; 0.0 when it tried none.
+    """The share of the rollout's tool-call attempts that came out clean; 0.0 when it tried none.
 
-    Two parsed calls and one ``<tool_call>`` left as text give 2 / 3.
+    A call is clean when TRL parsed it from a turn that holds nothing else. A ``<tool_call>`` left as text is
+    an attempt that failed, and so is every call of a turn that also writes text: a policy that learned to
+    stutter ``</tool_call>`` after its call (seen on seed 707) gets no credit for that call. Two clean
+    calls and one ``<tool_call>`` left as text give 2 / 3; a parsed call followed by ``</tool_call>`` gives 0 / 1.
     """
     rewards = []
     for completion in completions:
-        parsed, unparsed = len(_calls(completion)), _unparsed_calls(completion)
-        rewards.append(parsed / (parsed + unparsed) if parsed + unparsed else 0.0)
+        clean = attempts = 0
+        for message in _messages(completion):
+            if message.get("role") != "assistant":
+                continue
+            parsed, text = len(message.get("tool_calls") or []), str(message.get("content") or "")
+            unparsed = text.count(_CALL_OPEN)
+            attempts += parsed + unparsed
+            clean += parsed if not text.strip() else 0
+        rewards.append(clean / attempts if attempts else 0.0)
     return rewards
 
 

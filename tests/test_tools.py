@@ -260,6 +260,16 @@ def test_wellformed_call_reward_is_the_share_of_attempts_parsed():
     assert wellformed_call_reward(completions) == [1.0, 0.0, 0.0, pytest.approx(2 / 3)]
 
 
+def test_wellformed_call_reward_pays_no_call_whose_turn_also_writes_text():
+    stutter = rollout("2 + 3")
+    stutter[0]["content"] = "</tool_call>\n</tool_call>"  # what GRPO taught seed 707's policy to write after a call
+    clean_then_stutter = rollout("2 + 3") + stutter
+    whitespace = rollout("2 + 3")
+    whitespace[0]["content"] = "\n"
+    # 0 clean of 1 parsed; 1 clean of 2 parsed; whitespace is nothing: 1 of 1
+    assert wellformed_call_reward([stutter, clean_then_stutter, whitespace]) == [0.0, 0.5, 1.0]
+
+
 def test_failed_call_penalty_is_minus_the_share_of_calls_that_fail():
     wrong_tool = [{"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "calc", "arguments": {"expression": "2 + 3"}}}]}]  # fmt: skip
