@@ -142,10 +142,15 @@ def combine_scores(
 class EnsembleReward:
     """Several reward models as one reward function for ``GRPOTrainer``, combined by :func:`combine_scores`.
 
-    Each member is scored as TRL scores a single reward model (:func:`reward_scores`). TRL logs it as
-    ``rewards/ensemble_reward/mean``.
+    Each member is scored as TRL scores a single reward model (:func:`reward_scores`), then put on a common
+    scale: minus its mean, divided by its spread (population standard deviation), both measured once on the
+    ``reference`` completions. The Bradley-Terry loss fixes only score *differences*, so each member's offset
+    and scale are arbitrary; combined raw, "min" or "mean_minus_std" mostly picks whichever member happens to
+    score lower everywhere, and the ensemble trains exactly as that one model would (notebook 12, seed 707,
+    before this scaling). TRL logs the reward as ``rewards/ensemble_reward/mean``.
 
-    >>> reward = EnsembleReward([rm_a, rm_b, rm_c], tokenizer, combine="mean_minus_std")  # doctest: +SKIP
+    >>> reference = (base_prompts, base_completions)  # e.g. the start model's samples  # doctest: +SKIP
+    >>> reward = EnsembleReward([rm_a, rm_b], tokenizer, reference=reference)  # doctest: +SKIP
     >>> GRPOTrainer(model=policy, reward_funcs=reward, ...)  # doctest: +SKIP
     """
 
@@ -157,15 +162,34 @@ class EnsembleReward:
         tokenizer: PreTrainedTokenizerBase,
         combine: str = "mean_minus_std",
         k: float = 1.0,
+        *,
+        reference: tuple[Sequence[Messages], Sequence[Completion]],
     ):
         if len(models) < 2:
             raise ValueError(f"an ensemble needs at least 2 reward models, got {len(models)}.")
         combine_scores([[0.0]] * len(models), combine, k)  # the same error as at call time, raised now
         self.models, self.tokenizer, self.combine, self.k = list(models), tokenizer, combine, k
+        prompts, completions = reference
+        if len(prompts) < 2 or len(prompts) != len(completions):
+            raise ValueError(f"reference: give at least 2 (prompt, completion) pairs, as two lists of equal length; "
+                             f"got {len(prompts)} prompts and {len(completions)} completions.")  # fmt: skip
+        self.scales = []
+        for m, model in enumerate(self.models):
+            raw = reward_scores(model, tokenizer, prompts, completions)
+            spread = statistics.pstdev(raw)
+            if spread == 0:
+                raise ValueError(
+                    f"member {m} gives every reference completion the same score ({raw[0]:.4g}), "
+                    "so it cannot be put on a common scale: pass reference completions that differ."
+                )
+            self.scales.append((statistics.fmean(raw), spread))
 
     def member_scores(self, prompts: Sequence[Messages], completions: Sequence[Completion]) -> list[list[float]]:
-        """Each member's scores: ``[model][completion]``."""
-        return [reward_scores(m, self.tokenizer, prompts, completions) for m in self.models]
+        """Each member's scores on the common scale: ``[model][completion]``, in reference spreads from its mean."""
+        return [
+            [(score - mean) / spread for score in reward_scores(model, self.tokenizer, prompts, completions)]
+            for model, (mean, spread) in zip(self.models, self.scales, strict=True)
+        ]
 
     def __call__(self, prompts: Sequence[Messages], completions: Sequence[Completion], **kwargs: Any) -> list[float]:
         return combine_scores(self.member_scores(prompts, completions), self.combine, self.k)

@@ -1,5 +1,7 @@
 """Learned rewards (notebook 12): the pair builder, the ensemble's arithmetic, and scores as GRPOTrainer sees them."""
 
+import statistics
+
 import pytest
 import torch
 from datasets import Dataset
@@ -120,14 +122,29 @@ def test_scores_are_what_grpo_trainer_gives_a_reward_model(tiny_tokenizer, tiny_
     assert reward_scores(rm, tiny_tokenizer, prompts, completions) == pytest.approx(logged[0], abs=1e-6)
 
 
+REFERENCE_TEXTS = ["w3", "w4 w4", "w5 w6 w7", "w8 w3 w9 w4"]
+
+
+def standardised(scores, reference):
+    mean, spread = statistics.fmean(reference), statistics.pstdev(reference)
+    return [(s - mean) / spread for s in scores]
+
+
 def test_an_ensemble_of_one_model_twice_is_that_model_and_disagreement_lowers_the_score(tiny_tokenizer, tiny_config):
     a, b = reward_model(tiny_config, seed=1), reward_model(tiny_config, seed=2)
     completions = [[{"role": "assistant", "content": "w3 w4"}], [{"role": "assistant", "content": "w5"}]]
     prompts = [PROMPT, PROMPT]
-    alone = reward_scores(a, tiny_tokenizer, prompts, completions)
-    assert EnsembleReward([a, a], tiny_tokenizer)(prompts=prompts, completions=completions) == pytest.approx(alone)
-    both = EnsembleReward([a, b], tiny_tokenizer, combine="mean_minus_std")
-    scores_b = reward_scores(b, tiny_tokenizer, prompts, completions)
+    reference = ([PROMPT] * len(REFERENCE_TEXTS), REFERENCE_TEXTS)
+
+    def scaled(model):  # the model's scores, in its spreads on the reference from its mean there
+        return standardised(reward_scores(model, tiny_tokenizer, prompts, completions),
+                            reward_scores(model, tiny_tokenizer, *reference))  # fmt: skip
+
+    alone = scaled(a)
+    twice = EnsembleReward([a, a], tiny_tokenizer, reference=reference)
+    assert twice(prompts=prompts, completions=completions) == pytest.approx(alone)  # no disagreement: spread 0
+    both = EnsembleReward([a, b], tiny_tokenizer, combine="mean_minus_std", reference=reference)
+    scores_b = scaled(b)
     expected = [
         (x + y) / 2 - abs(x - y) / 2 for x, y in zip(alone, scores_b, strict=True)
     ]  # two members: std = |x - y| / 2
@@ -135,12 +152,41 @@ def test_an_ensemble_of_one_model_twice_is_that_model_and_disagreement_lowers_th
     assert both.member_scores(prompts, completions) == [pytest.approx(alone), pytest.approx(scores_b)]
 
 
-def test_an_ensemble_refuses_one_member_or_an_unknown_rule_when_built(tiny_tokenizer, tiny_config):
+def test_an_ensemble_ignores_a_members_offset_and_scale(tiny_tokenizer, tiny_config):
+    # Bradley-Terry leaves each reward model's offset and scale free. Raw, a member shifted up by 5 never is the
+    # minimum, and "mean_minus_std" of two members would be the lower one's scores: the ensemble a no-op.
+    a, b = reward_model(tiny_config, seed=1), reward_model(tiny_config, seed=2)
+    shifted = reward_model(tiny_config, seed=2)
+    original = shifted.forward
+
+    def forward(*args, **kwargs):  # b's scores times 3, plus 5
+        out = original(*args, **kwargs)
+        out.logits = out.logits * 3.0 + 5.0
+        return out
+
+    shifted.forward = forward
+    reference = ([PROMPT] * len(REFERENCE_TEXTS), REFERENCE_TEXTS)
+    completions = ["w3 w4", "w5", "w9 w9"]
+    prompts = [PROMPT] * 3
+    plain = EnsembleReward([a, b], tiny_tokenizer, reference=reference)(prompts=prompts, completions=completions)
+    moved = EnsembleReward([a, shifted], tiny_tokenizer, reference=reference)(prompts=prompts, completions=completions)
+    assert moved == pytest.approx(plain, abs=1e-3)  # float32: the +5 costs digits at the tiny model's small spread
+    raw_a, raw_shifted = (reward_scores(m, tiny_tokenizer, prompts, completions) for m in (a, shifted))
+    assert combine_scores([raw_a, raw_shifted], "mean_minus_std") == pytest.approx(raw_a)  # raw: member a alone
+    assert plain != pytest.approx(standardised(raw_a, reward_scores(a, tiny_tokenizer, *reference)), abs=1e-3)
+
+
+def test_an_ensemble_refuses_one_member_an_unknown_rule_or_a_flat_reference_when_built(tiny_tokenizer, tiny_config):
     a = reward_model(tiny_config, seed=1)
+    reference = ([PROMPT] * len(REFERENCE_TEXTS), REFERENCE_TEXTS)
     with pytest.raises(ValueError, match="at least 2 reward models"):
-        EnsembleReward([a], tiny_tokenizer)
+        EnsembleReward([a], tiny_tokenizer, reference=reference)
     with pytest.raises(ValueError, match="combine='max'"):
-        EnsembleReward([a, a], tiny_tokenizer, combine="max")
+        EnsembleReward([a, a], tiny_tokenizer, combine="max", reference=reference)
+    with pytest.raises(ValueError, match="member 0 gives every reference completion the same score"):
+        EnsembleReward([a, a], tiny_tokenizer, reference=([PROMPT] * 2, ["w3", "w3"]))
+    with pytest.raises(ValueError, match="reference: give at least 2"):
+        EnsembleReward([a, a], tiny_tokenizer, reference=([PROMPT], ["w3"]))
 
 
 def test_pairwise_accuracy_is_one_where_chosen_scores_higher(tiny_tokenizer, tiny_config):
