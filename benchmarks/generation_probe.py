@@ -17,6 +17,10 @@ slower of the two times. It is an upper bound: it ignores the KV cache, attentio
 from the 50 likeliest tokens (``top_k=50``) instead of the full 49,152-token vocabulary, the static KV cache,
 and the static cache with the decoding step compiled by ``torch.compile`` (its first call, which compiles, and
 a later one).
+
+``--profile`` asks where one call's time goes: the largest operators of a ``torch.profiler`` trace, and the
+rate of each of the model's matrix products at the shape decoding gives it (one row per completion), so the
+float32 rate of the 2048 x 2048 product above can be compared with what these small products reach.
 """
 
 from __future__ import annotations
@@ -160,17 +164,74 @@ def levers_table(batches: tuple[int, ...] = (16, 64), tokens: int = 32) -> list[
     return lines
 
 
+def profile_lines(batch: int = 16, tokens: int = 32, top: int = 8) -> list[str]:
+    """One sampling call under ``torch.profiler`` (its largest operators), then each distinct matrix product of
+    the model at decoding's shape (``batch`` rows): milliseconds, GFLOP/s and weight GB/s."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from course_utils.models import load_model
+
+    model, tokenizer = load_model("auto", verbose=False)
+    model.eval()
+    tokenizer.padding_side = "left"
+    inputs = chat_batch(tokenizer, batch, model.device)
+    settings = {"pad_token_id": tokenizer.pad_token_id}
+    _timed_generate(model, inputs, 2, **settings)  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as trace:
+        seconds = _timed_generate(model, inputs, tokens, **settings)
+    events = sorted(trace.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events)
+    lines = [
+        f"One call, {batch} completions x {tokens} tokens, prompts of {inputs['input_ids'].shape[1]} tokens: "
+        f"{seconds:.2f} s",
+        "",
+        "| operator | share of the call | seconds | calls |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{e.key}` | {e.self_cpu_time_total / total:.0%} | {e.self_cpu_time_total / 1e6:.2f} | {e.count} |"
+        for e in events[:top]
+    ]
+    shapes = {}  # (in, out) -> how many layers have that product, the LM head included
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            shape = (module.in_features, module.out_features)
+            shapes[shape] = shapes.get(shape, 0) + 1
+    lines += [
+        "",
+        f"| matrix product ({batch} rows) | how many per token | ms | GFLOP/s | weight GB/s |",
+        "|---|---|---|---|---|",
+    ]
+    step_ms = 0.0
+    for (inner, outer), count in shapes.items():
+        x, weight = torch.randn(batch, inner), torch.randn(outer, inner)
+        ms = _best_seconds(lambda: torch.nn.functional.linear(x, weight), 20) * 1e3  # noqa: B023
+        step_ms += ms * count
+        lines.append(f"| {inner} x {outer} | {count} | {ms:.3f} | {2 * batch * inner * outer / ms / 1e6:.0f} | "
+                     f"{inner * outer * 4 / ms / 1e6:.1f} |")  # fmt: skip
+    lines.append(
+        f"\nThose products alone take {step_ms:.1f} ms per decoding step of {batch} completions "
+        f"({step_ms * tokens / 1e3:.2f} s for {tokens} tokens, before the prompt's pass)."
+    )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[16, 32, 64])
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--levers", action="store_true", help="also time top_k=50, the static cache, torch.compile")
+    parser.add_argument("--profile", action="store_true", help="only profile one call at the first batch size")
     args = parser.parse_args(argv)
 
     from course_utils.hardware import describe_environment
 
     print(describe_environment())
     print(f"{args.tokens} new tokens per completion, sampling at temperature 1.0 (TRL's generation settings)")
+    if args.profile:
+        print("\n".join(profile_lines(args.batches[0], args.tokens)))
+        return 0
     print("\n".join(table(tuple(args.batches), args.tokens)))
     if args.levers:
         print("\nGeneration levers, float32, one at a time:")

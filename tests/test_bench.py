@@ -190,6 +190,17 @@ def test_generation_probe_prints_a_row_per_batch_and_precision(capsys):
     assert "read bandwidth" in out and all(r.endswith("% |") for r in rows)  # each row's share of the bound
 
 
+@pytest.mark.slow  # loads the course model
+def test_generation_probe_profile_names_the_operators_and_times_each_product_shape(capsys):
+    probe = load("benchmarks/generation_probe.py")
+    assert probe.main(["--batches", "2", "--tokens", "2", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "| `aten::mm` |" in out  # the products are among the largest operators even at 2 rows
+    products = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| 576 x ")]
+    assert "| 576 x 49152" in products  # the LM head: 576 hidden units onto the 49,152-token vocabulary
+    assert "ms per decoding step of 2 completions" in out
+
+
 def test_decode_bound_is_the_slower_of_memory_and_compute():
     probe = load("benchmarks/generation_probe.py")
     # 0.54 GB of weights at 10 GB/s: 54 ms a step; 2 x 135e6 x 16 operations at 100 GFLOP/s: 43.2 ms; 16 / 0.054
