@@ -56,11 +56,13 @@ course: $(STAMP)
 # make test: the unit tests in one process, then the notebooks side by side (scripts/notebook_tests.py):
 # NOTEBOOK_WORKERS at once (0: one per core), each with its share of the threads, and a notebook starts only if
 # its measured peak memory fits beside the running ones (scripts/doctor.py's NOTEBOOK_PEAK_GB). NOTEBOOK_WORKERS=1:
-# one at a time. PYTEST_ARGS go to both parts. Both parts run; either failing fails make test.
+# one at a time. NOTEBOOKS="01_first_grpo_run 05_lora_merge_and_inference" (names or paths) runs only those notebooks
+# after the unit tests. PYTEST_ARGS go to both parts. Both parts run; either failing fails make test.
 NOTEBOOK_WORKERS ?= 0
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not notebook" $(PYTEST_ARGS); unit=$$?; \
-	HF_HUB_OFFLINE=1 $(PY) scripts/notebook_tests.py --workers $(NOTEBOOK_WORKERS) -- $(PYTEST_ARGS); \
+	HF_HUB_OFFLINE=1 $(PY) scripts/notebook_tests.py --workers $(NOTEBOOK_WORKERS) \
+		$(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS)) -- $(PYTEST_ARGS); \
 	notebooks=$$?; test $$unit -eq 0 -a $$notebooks -eq 0
 
 # The fast suite: logic on stub models. Leaves out the notebooks and the tests that load the real model (slow).
