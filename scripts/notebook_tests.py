@@ -58,16 +58,24 @@ class Job:
 
 
 def ci_minutes(runtimes: Path = RECORD) -> dict[str, float]:
-    """The longest recorded ``cpu-ci`` runtime of each notebook, in minutes; empty without a record."""
+    """Each notebook's ``cpu-ci`` runtime in minutes: the longest run on its latest recorded day, as the README's
+    column shows it. Rows marked ``superseded`` (measured on code that has changed since) do not count, so an old,
+    slower version cannot put a notebook first. Empty without a record."""
     try:
         rows = load_record(runtimes)["measurements"]
     except (OSError, ValueError, KeyError):
         return {}
-    minutes: dict[str, float] = {}
+    latest: dict[str, tuple[str, float]] = {}  # notebook -> (day, longest that day)
     for row in rows:
-        if row.get("preset") == "cpu-ci":
-            minutes[row["notebook"]] = max(minutes.get(row["notebook"], 0.0), float(row["minutes"]))
-    return minutes
+        if row.get("preset") != "cpu-ci" or row.get("superseded"):
+            continue
+        day, minutes = str(row.get("date", ""))[:10], float(row["minutes"])
+        seen = latest.get(row["notebook"])
+        if seen is None or day > seen[0]:
+            latest[row["notebook"]] = (day, minutes)
+        elif day == seen[0]:
+            latest[row["notebook"]] = (day, max(seen[1], minutes))
+    return {name: minutes for name, (_, minutes) in latest.items()}
 
 
 def plan(names: list[str], minutes: dict[str, float]) -> list[Job]:

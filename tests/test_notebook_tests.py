@@ -12,13 +12,15 @@ scheduler = load("scripts/notebook_tests.py")
 Job = scheduler.Job
 
 
-def test_recorded_minutes_are_the_longest_ci_run_of_each_notebook(tmp_path):
+def test_recorded_minutes_are_the_longest_ci_run_of_each_notebooks_latest_day(tmp_path):
     record = tmp_path / "runtimes.json"
     record.write_text(json.dumps({"measurements": [
-        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 2.0},
-        {"notebook": "02_b", "preset": "cpu-ci", "minutes": 9.0},
-        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 3.0},  # the longest record counts: 3.0
-        {"notebook": "01_a", "preset": "cpu", "minutes": 50.0},  # another preset does not
+        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 2.0, "date": "2026-12-01 04:02"},
+        {"notebook": "02_b", "preset": "cpu-ci", "minutes": 9.0, "date": "2026-11-30"},
+        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 3.0, "date": "2026-12-01 02:13"},  # same day: 3.0 counts
+        {"notebook": "01_a", "preset": "cpu-ci", "minutes": 7.0, "date": "2026-11-29"},  # an earlier day does not
+        {"notebook": "01_a", "preset": "cpu", "minutes": 50.0, "date": "2026-12-02"},  # nor another preset
+        {"notebook": "02_b", "preset": "cpu-ci", "minutes": 20.0, "date": "2026-12-01", "superseded": "older code"},
     ]}))  # fmt: skip
     assert scheduler.ci_minutes(record) == {"01_a": 3.0, "02_b": 9.0}
     assert scheduler.ci_minutes(tmp_path / "missing.json") == {}
