@@ -1,6 +1,7 @@
 """The scheduler that runs the notebook tests side by side (``scripts/notebook_tests.py``), on stub jobs."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -85,9 +86,15 @@ def test_one_worker_runs_the_notebooks_one_after_another_and_leaves_no_logs_behi
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_test_runs_the_unit_tests_then_the_notebooks_side_by_side():
+    # run under `make test NOTEBOOKS=...`, this process inherits the caller's variables (MAKEFLAGS): drop them
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "NOTEBOOKS", "NOTEBOOK_WORKERS")}
+
     def dry(*args):
         return subprocess.run(["make", "-n", "test", "STAMP=", "PYTEST_ARGS=", *args], cwd=REPO_ROOT,
-                              capture_output=True, text=True, check=True).stdout
+                              capture_output=True, text=True, check=True, env=env).stdout
 
     assert '-m pytest -m "not notebook"' in dry() and "scripts/notebook_tests.py --workers 0" in dry()
     assert "scripts/notebook_tests.py --workers 1" in dry("NOTEBOOK_WORKERS=1")
+    assert "--notebooks" not in dry()  # every notebook unless some are named
+    assert "--notebooks 01_first_grpo_run 05_lora_merge_and_inference --" in dry(
+        "NOTEBOOKS=01_first_grpo_run 05_lora_merge_and_inference")
