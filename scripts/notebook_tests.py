@@ -65,17 +65,12 @@ def ci_minutes(runtimes: Path = RECORD) -> dict[str, float]:
         rows = load_record(runtimes)["measurements"]
     except (OSError, ValueError, KeyError):
         return {}
-    latest: dict[str, tuple[str, float]] = {}  # notebook -> (day, longest that day)
+    by_day: dict[str, dict[str, list[float]]] = {}  # notebook -> day -> minutes of that day's runs
     for row in rows:
-        if row.get("preset") != "cpu-ci" or row.get("superseded"):
-            continue
-        day, minutes = str(row.get("date", ""))[:10], float(row["minutes"])
-        seen = latest.get(row["notebook"])
-        if seen is None or day > seen[0]:
-            latest[row["notebook"]] = (day, minutes)
-        elif day == seen[0]:
-            latest[row["notebook"]] = (day, max(seen[1], minutes))
-    return {name: minutes for name, (_, minutes) in latest.items()}
+        if row.get("preset") == "cpu-ci" and not row.get("superseded"):
+            days = by_day.setdefault(row["notebook"], {})
+            days.setdefault(str(row.get("date", ""))[:10], []).append(float(row["minutes"]))
+    return {name: max(days[max(days)]) for name, days in by_day.items()}
 
 
 def plan(names: list[str], minutes: dict[str, float]) -> list[Job]:
