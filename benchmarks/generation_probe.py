@@ -85,14 +85,10 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
     precision) of sampling ``tokens`` tokens, with tokens per second against the bound."""
     import torch
 
-    from course_utils.models import load_model
-
     bandwidth, gflops = read_bandwidth_gb_s(), matmul_gflops()
-    model, tokenizer = load_model("auto", verbose=False)
+    model, tokenizer = _course_model()
     parameters = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    model.eval()
-    tokenizer.padding_side = "left"
     device = next(model.parameters()).device
     warm = tokenizer.apply_chat_template([[{"role": "user", "content": "Hi"}]], add_generation_prompt=True,
                                          return_tensors="pt", return_dict=True).to(device)  # fmt: skip
@@ -118,6 +114,16 @@ def table(batches: tuple[int, ...] = (16, 32, 64), tokens: int = 32) -> list[str
     return lines
 
 
+def _course_model():
+    """The course model in eval mode, with its tokenizer padding on the left as TRL's generation does."""
+    from course_utils.models import load_model
+
+    model, tokenizer = load_model("auto", verbose=False)
+    model.eval()
+    tokenizer.padding_side = "left"
+    return model, tokenizer
+
+
 def _timed_generate(model, inputs, tokens: int, **settings) -> float:
     """Seconds to sample ``tokens`` new tokens per prompt at temperature 1 (TRL's settings, unless overridden)."""
     import torch
@@ -134,11 +140,7 @@ def levers_table(batches: tuple[int, ...] = (16, 64), tokens: int = 32) -> list[
     """A row per batch and generation lever, float32: seconds, and the speed against TRL's sampling."""
     from transformers import CompileConfig
 
-    from course_utils.models import load_model
-
-    model, tokenizer = load_model("auto", verbose=False)
-    model.eval()
-    tokenizer.padding_side = "left"
+    model, tokenizer = _course_model()
     compiled = CompileConfig(mode="default")
     compiled._compile_all_devices = True  # transformers compiles on GPUs only unless told (generation/utils.py)
     levers = {
@@ -170,11 +172,7 @@ def profile_lines(batch: int = 16, tokens: int = 32, top: int = 8) -> list[str]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from course_utils.models import load_model
-
-    model, tokenizer = load_model("auto", verbose=False)
-    model.eval()
-    tokenizer.padding_side = "left"
+    model, tokenizer = _course_model()
     inputs = chat_batch(tokenizer, batch, model.device)
     settings = {"pad_token_id": tokenizer.pad_token_id}
     _timed_generate(model, inputs, 2, **settings)  # warm-up
