@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -191,11 +192,9 @@ def profile_lines(batch: int = 16, tokens: int = 32, top: int = 8) -> list[str]:
         f"| `{e.key}` | {e.self_cpu_time_total / total:.0%} | {e.self_cpu_time_total / 1e6:.2f} | {e.count} |"
         for e in events[:top]
     ]
-    shapes = {}  # (in, out) -> how many layers have that product, the LM head included
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear):
-            shape = (module.in_features, module.out_features)
-            shapes[shape] = shapes.get(shape, 0) + 1
+    shapes = Counter(  # (in, out) -> how many layers have that product, the LM head included
+        (m.in_features, m.out_features) for m in model.modules() if isinstance(m, torch.nn.Linear)
+    )
     lines += [
         "",
         f"| matrix product ({batch} rows) | how many per token | ms | GFLOP/s | weight GB/s |",
