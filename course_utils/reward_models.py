@@ -177,7 +177,9 @@ class EnsembleReward:
         for m, model in enumerate(self.models):
             raw = reward_scores(model, tokenizer, prompts, completions)
             spread = statistics.pstdev(raw)
-            if spread == 0:
+            # float32 can score one text a rounding error apart in two rows of a batch (1.5e-8 apart on some CPUs):
+            # a spread at that level is no spread, and dividing by it would blow the scores up
+            if spread <= 1e-6 * max(1.0, max(abs(score) for score in raw)):
                 raise ValueError(
                     f"member {m} gives every reference completion the same score ({raw[0]:.4g}), "
                     "so it cannot be put on a common scale: pass reference completions that differ."
