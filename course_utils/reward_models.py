@@ -16,6 +16,7 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from course_utils.evaluation import weights_precision
 from course_utils.rewards import Completion, completion_text
 
 Messages = list[dict[str, str]]
@@ -100,7 +101,7 @@ def reward_scores(
     ]
     device = next(model.parameters()).device
     scores: list[float] = []
-    with torch.inference_mode():
+    with torch.inference_mode(), weights_precision(model):  # float32 also after a bf16/fp16 RewardTrainer
         for start in range(0, len(texts), batch_size):
             batch = tokenizer(
                 text=texts[start : start + batch_size],

@@ -33,6 +33,7 @@ from datasets import Dataset, DatasetDict
 from transformers import PreTrainedTokenizerBase
 
 from course_utils.data import distinct_draws
+from course_utils.evaluation import weights_precision
 from course_utils.rewards import parse_number
 
 #: The system prompt for the tool runs: the tool's schema is appended to it by the chat template.
@@ -469,7 +470,7 @@ def tool_rollouts(
                     for c in conversations[start : start + batch_size]
                 ]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-                with torch.no_grad():
+                with torch.no_grad(), weights_precision(model):  # float32 also after a bf16/fp16 trainer
                     out = model.generate(
                         **batch, max_new_tokens=budget, do_sample=False, temperature=None, top_p=None, top_k=None,
                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,

@@ -334,3 +334,28 @@ def test_sampled_answer_scores_average_each_rows_own_samples(monkeypatch):
     with pytest.raises(ValueError, match="samples_per_prompt must be >= 1"):
         evaluation.sampled_answer_scores(None, None, rows, samples_per_prompt=0, temperature=0.7, max_new_tokens=8)
 
+
+
+def test_a_model_trained_under_autocast_is_measured_in_its_weights_precision(tiny_model, tiny_tokenizer):
+    from accelerate import Accelerator
+
+    prompts = ["a b", "c d e"]
+    before = generate(tiny_model, tiny_tokenizer, prompts, max_new_tokens=6, progress=False)
+    calls = []
+    trained = copy.deepcopy(tiny_model)
+    trained = Accelerator(cpu=True, mixed_precision="bf16").prepare_model(trained)  # as a bf16 trainer leaves it
+    wrapped = trained.forward
+    assert "_original_forward" in trained.__dict__  # accelerate's autocast wrapper, kept after training
+    trained._original_forward = _recording(trained._original_forward, calls)
+    after = generate(trained, tiny_tokenizer, prompts, max_new_tokens=6, progress=False)
+    assert calls and all(dtype == torch.float32 for dtype in calls)  # every forward ran outside autocast
+    assert after == before  # the same weights, the same precision: the same greedy answers
+    assert trained.forward is wrapped  # and training would go on under autocast, as before
+
+
+def _recording(forward, calls):
+    def run(*args, **kwargs):
+        calls.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32)
+        return forward(*args, **kwargs)
+
+    return run
