@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from course_utils.hardware import Hardware
+from course_utils.hardware import Hardware, cpu_has_native_bf16
 from course_utils.presets import Preset
 from course_utils.recipes import SYSTEM_PROMPT, TARGET_CHARS, length_recipe_config
 
@@ -30,13 +30,6 @@ def lora_r16():
     from peft import LoraConfig
 
     return LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=32, target_modules="all-linear")
-
-
-def cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones."""
-    import torch
-
-    return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
 
 
 def applicable_levers(hardware: Hardware) -> list[str]:

@@ -45,6 +45,16 @@ class Hardware:
         return torch.float32
 
 
+def cpu_has_native_bf16() -> bool:
+    """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones.
+
+    Elsewhere bf16 autocast on a CPU is emulated and slower, so the course trains in float32 there.
+    """
+    import torch
+
+    return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+
+
 def detect_hardware() -> Hardware:
     """Look at the machine: CUDA with or without bfloat16, else the CPU."""
     import torch

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, replace
 
+from course_utils import hardware as _hardware
 from course_utils.hardware import Hardware, detect_hardware
 
 #: Environment variable that overrides ``preset="auto"`` (e.g. ``COURSE_PRESET=cpu-ci make lab``).
@@ -158,6 +159,24 @@ ARITHMETIC_PRESETS: dict[str, Preset] = {
 TASKS: dict[str, dict[str, Preset]] = {"length": PRESETS, "arithmetic": ARITHMETIC_PRESETS}
 
 _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
+
+
+def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> Preset:
+    """``preset`` trained under bf16 autocast when ``hardware`` is a CPU with native bf16 (AMX or AVX512-BF16).
+
+    Elsewhere, or with ``enabled=False``, the preset comes back unchanged: float32 on a CPU without native bf16
+    (where bf16 is emulated and slower), and the GPU presets' own precision. Weights stay float32 either way
+    (``Hardware.load_dtype``); only the trainer's forward and backward passes run in bf16. A notebook that opts
+    in has been validated in both precisions (docs/PROOF.md). ``GRPOConfig`` accepts ``bf16=True`` on a CPU only
+    with ``use_cpu=True``.
+
+    >>> cpu = Hardware(kind="cpu", device="cpu", name="CPU")
+    >>> with_cpu_bf16(get_preset("cpu-ci", cpu), cpu, enabled=False).bf16
+    False
+    """
+    if enabled and hardware.kind == "cpu" and not preset.fp16 and _hardware.cpu_has_native_bf16():
+        return preset.with_overrides(bf16=True)
+    return preset
 
 
 def split_batch(global_batch: int, num_generations: int, num_processes: int = 1, steps_per_generation: int = 1) -> int:

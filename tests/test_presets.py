@@ -145,3 +145,32 @@ def test_weights_load_in_a_dtype_where_a_small_adamw_step_still_moves_them(hardw
     layer(torch.randn(8, 64, dtype=hardware.load_dtype)).square().mean().backward()
     torch.optim.AdamW(layer.parameters(), lr=1e-5).step()  # Adam's first step moves each weight by ~lr
     assert (layer.weight != before).float().mean() > 0.99
+
+
+@pytest.mark.parametrize(
+    ("hardware", "native", "enabled", "expected"),
+    [
+        (CPU, True, True, True),  # AMX or AVX512-BF16: the trainer runs under bf16 autocast
+        (CPU, False, True, False),  # emulated bf16 is slower than float32: stays float32
+        (CPU, True, False, False),  # the notebook's cpu_bf16=False: float32
+        (AMPERE, True, True, False),  # the gpu preset stays float32 (NaN gradients under bf16 on an H100)
+    ],
+)
+def test_cpu_bf16_only_on_a_cpu_with_native_bf16(hardware, native, enabled, expected, monkeypatch):
+    from course_utils import hardware as hardware_module
+    from course_utils.presets import with_cpu_bf16
+
+    monkeypatch.setattr(hardware_module, "cpu_has_native_bf16", lambda: native)
+    preset = get_preset("cpu-ci" if hardware.kind == "cpu" else "gpu", hardware)
+    changed = with_cpu_bf16(preset, hardware, enabled=enabled)
+    assert changed.bf16 is expected and not changed.fp16
+    assert changed.num_generations == preset.num_generations and changed.name == preset.name  # sizes untouched
+
+
+def test_cpu_bf16_leaves_an_fp16_preset_alone(monkeypatch):
+    from course_utils import hardware as hardware_module
+    from course_utils.presets import with_cpu_bf16
+
+    monkeypatch.setattr(hardware_module, "cpu_has_native_bf16", lambda: True)
+    fp16 = get_preset("cpu-ci", CPU).with_overrides(fp16=True)
+    assert with_cpu_bf16(fp16, CPU) == fp16  # choosing both is refused by the preset's validation
