@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--max-completion-length", type=int, default=0, help="tokens per completion (0: cpu-ci's)")
+    parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast (a CPU with native bf16)")
     parser.add_argument(
         "--samples",
         type=int,
@@ -106,6 +108,10 @@ def main() -> None:
 
     hardware = detect_hardware()
     sizes = get_preset("cpu-ci", hardware)
+    if args.max_completion_length:
+        sizes = sizes.with_overrides(max_completion_length=args.max_completion_length)
+    if args.bf16:
+        sizes = sizes.with_overrides(bf16=True)
     model, tokenizer = load_model("auto", hardware=hardware)
     reward = make_length_reward(TARGET_CHARS, max_completion_length=sizes.max_completion_length)
     for seed in args.seeds:
@@ -155,6 +161,7 @@ def main() -> None:
                 max_completion_length=sizes.max_completion_length,
                 beta=0.0,
                 bf16=sizes.bf16,
+                use_cpu=sizes.bf16 and hardware.kind == "cpu",  # transformers allows bf16 on a CPU only then
                 fp16=sizes.fp16,
                 activation_checkpointing=sizes.activation_checkpointing,  # as the notebook: off
                 logging_steps=1,
@@ -192,6 +199,8 @@ def main() -> None:
                         "steps": args.steps,
                         "learning_rate": args.learning_rate,
                         "completions_per_step": args.batch,
+                        "max_completion_length": sizes.max_completion_length,
+                        "bf16": sizes.bf16,
                         **(
                             {
                                 "sampled_gain": round(sampled.mean, 1),

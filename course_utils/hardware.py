@@ -96,6 +96,8 @@ def describe_environment(hardware: Hardware | None = None) -> str:
     lines += [f"{name} {version or '(not installed)'}" for name, version in library_versions().items()]
     precision = "fp16 mixed" if hardware.fp16 else "fp32"  # the presets' choice: fp32 on Ampere+ too
     capable = ", bf16 capable" if hardware.bf16 else ""  # a preset named in the notebook says its own precision
+    if hardware.kind == "cpu" and cpu_has_native_bf16():  # notebooks that opt in train under bf16 autocast here
+        capable = ", native bf16"
     lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), its default preset trains in {precision}")
     from course_utils.trl_fixes import applied_trl_fixes
 

@@ -113,11 +113,15 @@ def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch
         return "1.0"
 
     monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
     lines = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()
     assert lines[1:7] == [f"{p} {'(not installed)' if p == 'peft' else '1.0'}" for p in hardware.KEY_LIBRARIES]
     hardware_line = "hardware: cpu (CPU (2 threads)), its default preset trains in fp32"
     fixes = [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
     assert lines[7:] == [hardware_line, *fixes], "the hardware, then each fix to TRL this process applied"
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # AMX or AVX512-BF16: said, notebook 11 uses it
+    native = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()[7]
+    assert native == "hardware: cpu (CPU (2 threads), native bf16), its default preset trains in fp32"
 
 
 @pytest.mark.parametrize(("task", "name"), ALL)
