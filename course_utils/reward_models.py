@@ -89,7 +89,8 @@ def reward_scores(
 ) -> list[float]:
     """A reward model's score for each (prompt, completion), computed as ``GRPOTrainer`` computes it.
 
-    ``completions`` may be strings or TRL's conversational completions (a list holding one message).
+    ``completions`` may be strings or TRL's conversational completions (a list holding one message). Each distinct
+    text is scored once, in batches of similar lengths (little padding); the scores come back in the given order.
     """
     if len(prompts) != len(completions):
         raise ValueError(
@@ -99,19 +100,21 @@ def reward_scores(
         tokenizer.apply_chat_template([*p, {"role": "assistant", "content": completion_text(c)}], tokenize=False)
         for p, c in zip(prompts, completions, strict=True)
     ]
+    distinct = sorted(set(texts), key=lambda text: (len(text), text))  # a duplicate costs nothing; similar lengths
     device = next(model.parameters()).device
     scores: list[float] = []
     with torch.inference_mode(), weights_precision(model):  # float32 also after a bf16/fp16 RewardTrainer
-        for start in range(0, len(texts), batch_size):
+        for start in range(0, len(distinct), batch_size):
             batch = tokenizer(
-                text=texts[start : start + batch_size],
+                text=distinct[start : start + batch_size],
                 return_tensors="pt",
                 padding=True,
                 padding_side="right",
                 add_special_tokens=False,
             ).to(device)
             scores.extend(model(**batch).logits[:, 0].float().tolist())
-    return scores
+    by_text = dict(zip(distinct, scores, strict=True))
+    return [by_text[text] for text in texts]
 
 
 def combine_scores(

@@ -122,6 +122,24 @@ def test_scores_are_what_grpo_trainer_gives_a_reward_model(tiny_tokenizer, tiny_
     assert reward_scores(rm, tiny_tokenizer, prompts, completions) == pytest.approx(logged[0], abs=1e-6)
 
 
+def test_scores_score_each_distinct_text_once_and_keep_the_given_order(tiny_tokenizer, tiny_config):
+    rm = reward_model(tiny_config, seed=1)
+    rows = []
+    original = rm.forward
+
+    def forward(*args, **kwargs):
+        rows.append(kwargs["input_ids"].shape[0])
+        return original(*args, **kwargs)
+
+    completions = ["w5 w6 w7", "w3", "w5 w6 w7", "w4 w4", "w3"]  # 5 texts, 3 distinct
+    one_by_one = [reward_scores(rm, tiny_tokenizer, [PROMPT], [c])[0] for c in completions]
+    rm.forward = forward
+    together = reward_scores(rm, tiny_tokenizer, [PROMPT] * 5, completions, batch_size=2)
+    assert rows == [2, 1]  # 3 distinct texts in batches of 2
+    assert together == pytest.approx(one_by_one, abs=1e-6)
+    assert together[0] == together[2] and together[1] == together[4]  # a duplicate gets the very same score
+
+
 REFERENCE_TEXTS = ["w3", "w4 w4", "w5 w6 w7", "w8 w3 w9 w4"]
 
 
