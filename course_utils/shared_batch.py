@@ -4,7 +4,8 @@ Notebook 11 trains six objectives from the same model, seed, data and sampling s
 generation call of every run sees the same weights, prompts and random state and samples the same completions
 (the same token ids, checked on the course model). :class:`SharedFirstBatch` samples that batch once. A later
 run replays it only when all of those match; it then also restores the random state that the sampling left
-behind, so the run trains exactly as it would have without the replay. Any mismatch samples afresh.
+behind, so the run trains exactly as it would have without the replay. Any mismatch samples afresh, and so
+does a trainer that generates with vLLM, whose sampler keeps a random state of its own.
 
 >>> shared = SharedFirstBatch()
 >>> for name, keywords in objectives.items():  # doctest: +SKIP
@@ -26,7 +27,7 @@ from trl import GRPOTrainer
 
 #: The sampling settings of a GRPOConfig that a replayed batch must share with the recorded one.
 SAMPLING_ARGS = ("max_completion_length", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                 "generation_kwargs", "bf16", "fp16", "use_vllm")  # fmt: skip
+                 "generation_kwargs", "bf16", "fp16")  # fmt: skip
 
 
 def _rng_state() -> dict[str, Any]:
@@ -75,7 +76,8 @@ class SharedFirstBatch:
 
         def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
             nonlocal first
-            if not first or images is not None or multimodal_fields:  # later batches, images: sampled as usual
+            # later batches, images, and vLLM (whose sampler keeps its own random state): sampled as usual
+            if not first or images is not None or multimodal_fields or trainer.args.use_vllm:
                 return sample(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
             first = False
             key = _fingerprint(trainer, prompt_ids, num_generations)
