@@ -47,7 +47,7 @@ def _fingerprint(trainer: GRPOTrainer, prompt_ids: list[list[int]], num_generati
     """What decides the sampled tokens: the weights, the prompts, the sampling settings and the random state."""
     digest = hashlib.sha256()
     with torch.no_grad():
-        for name, parameter in trainer.model.named_parameters():  # exact sums: a moved weight changes them
+        for name, parameter in trainer.model.named_parameters():  # float64 sum and norm: any training step moves them
             data = parameter.detach()
             norm = torch.linalg.vector_norm(data, dtype=torch.float64).item()
             digest.update(f"{name}{tuple(data.shape)}{data.sum(dtype=torch.float64).item()!r}{norm!r}".encode())
