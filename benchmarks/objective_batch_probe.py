@@ -35,6 +35,10 @@ DAPO on seed 202 lost ground, -11.0 (-19.4). ``--learning-rate 1e-4`` at four st
 --set epsilon_high=0.2`` is DAPO's token-level averaging without its clip-higher (2026-11-30, 4 steps, seeds 0,
 101, 202, 303: +39.0, +23.9, +1.2, +13.8 against GRPO's +53.1, +28.6, +23.8, +23.5), and ``--objectives GRPO --set
 epsilon_high=0.28`` is GRPO with it (+56.8, +36.5, -9.6, +10.1). docs/PROOF.md has the table.
+
+``clipped`` is, per sampled batch, the share of completions cut off at the token budget (TRL's
+``completions/clipped_ratio``): a batch where it is 1.0 shows GRPO no shorter answer. Seed 1111, where notebook 11
+learned nothing (2026-12-03, ``--seeds 1111 --objectives GRPO --bf16 [--batch 12]``): docs/PROOF.md has the runs.
 """
 
 from __future__ import annotations
@@ -178,6 +182,8 @@ def main() -> None:
             with contextlib.redirect_stdout(io.StringIO()):
                 trainer.train()
             seconds = time.perf_counter() - start
+            key = "completions/clipped_ratio"
+            clipped = [row[key] for row in trainer.state.log_history if key in row]
             after = evaluate(policy)
             gain = paired_gain(before["errors"], after["errors"], higher_is_better=False, seed=seed)
             if args.samples:
@@ -195,6 +201,7 @@ def main() -> None:
                         "gain": round(gain.mean, 1),
                         "gain_low": round(gain.low, 1),
                         "distinct": after["distinct_share"],
+                        "clipped": [round(share, 3) for share in clipped],  # per sampled batch: cut off at the budget
                         "seconds": round(seconds),
                         "steps": args.steps,
                         "learning_rate": args.learning_rate,
