@@ -93,6 +93,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--max-completion-length", type=int, default=0, help="tokens per completion (0: cpu-ci's)")
+    parser.add_argument(
+        "--truncated-reward",
+        type=float,
+        default=None,
+        help="a cut-off completion scores this constant (make_length_reward's truncated_reward); default: its "
+        "distance minus the truncation penalty",
+    )
     parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast (a CPU with native bf16)")
     parser.add_argument(
         "--samples",
@@ -117,7 +124,9 @@ def main() -> None:
     if args.bf16:
         sizes = sizes.with_overrides(bf16=True)
     model, tokenizer = load_model("auto", hardware=hardware)
-    reward = make_length_reward(TARGET_CHARS, max_completion_length=sizes.max_completion_length)
+    reward = make_length_reward(
+        TARGET_CHARS, max_completion_length=sizes.max_completion_length, truncated_reward=args.truncated_reward
+    )
     for seed in args.seeds:
         set_seed(seed)
         data = length_prompts(seed=seed, n_test=sizes.n_eval, system_prompt="Answer in one short sentence.")
@@ -208,6 +217,7 @@ def main() -> None:
                         "completions_per_step": args.batch,
                         "max_completion_length": sizes.max_completion_length,
                         "bf16": sizes.bf16,
+                        **({"truncated_reward": args.truncated_reward} if args.truncated_reward is not None else {}),
                         **(
                             {
                                 "sampled_gain": round(sampled.mean, 1),

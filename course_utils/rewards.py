@@ -135,18 +135,34 @@ def correctness_reward(completions: Sequence[Completion], answer: Sequence[Any],
 
 
 def make_length_reward(
-    target_chars: int, max_completion_length: int | None = None, truncation_penalty: float = 100.0
+    target_chars: int,
+    max_completion_length: int | None = None,
+    truncation_penalty: float = 100.0,
+    truncated_reward: float | None = None,
 ) -> Callable[..., list[float]]:
     """Notebook 01's reward: minus the distance, in characters, from ``target_chars``.
 
     With ``max_completion_length`` set, a completion whose ``completion_ids`` (passed by TRL) reached that
     budget was cut off, not finished, and loses ``truncation_penalty`` more: without it the course model
     learned to fill the budget with tiny tokens that happened to add up to the target length.
+    With ``truncated_reward`` set, a cut-off completion scores that constant instead, whatever its length: a
+    group whose completions were all cut off then has equal rewards and teaches nothing, where the distance
+    would rank cut-off completions by how many characters their tokens happen to hold. Pick a value below
+    any finished completion's reward.
     The reward is named ``length_reward`` (TRL logs ``rewards/length_reward/mean``) and can be pickled.
+
+    >>> make_length_reward(5, max_completion_length=3, truncated_reward=-300.0)(["Hi.", "Far too long"],
+    ...                                                                        completion_ids=[[1, 2], [1, 2, 3]])
+    [-2.0, -300.0]
     """
     if target_chars < 0:
         raise ValueError(f"target_chars must be >= 0, got {target_chars}.")
-    return _LengthReward(target_chars, max_completion_length, truncation_penalty)
+    if truncated_reward is not None and max_completion_length is None:
+        raise ValueError(
+            "make_length_reward(truncated_reward=...) needs max_completion_length, the token budget that tells a "
+            "cut-off completion from a finished one; pass the GRPOConfig's max_completion_length."
+        )
+    return _LengthReward(target_chars, max_completion_length, truncation_penalty, truncated_reward)
 
 
 class _LengthReward:
@@ -155,10 +171,17 @@ class _LengthReward:
     # ``__name__`` is what TRL names the logged metric after: the closure this replaced was ``length_reward``.
     __name__ = "length_reward"
 
-    def __init__(self, target_chars: int, max_completion_length: int | None, truncation_penalty: float):
+    def __init__(
+        self,
+        target_chars: int,
+        max_completion_length: int | None,
+        truncation_penalty: float,
+        truncated_reward: float | None = None,
+    ):
         self.target_chars = target_chars
         self.max_completion_length = max_completion_length
         self.truncation_penalty = truncation_penalty
+        self.truncated_reward = truncated_reward
 
     def __call__(
         self, completions: Sequence[Completion], completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
@@ -167,14 +190,18 @@ class _LengthReward:
         if self.max_completion_length is not None:
             if completion_ids is None:
                 raise ValueError("length_reward needs completion_ids (GRPOTrainer passes them) to detect truncation.")
-            rewards = [
-                r - self.truncation_penalty if len(ids) >= self.max_completion_length else r
-                for r, ids in zip(rewards, completion_ids, strict=True)
-            ]
+            cut_off = [len(ids) >= self.max_completion_length for ids in completion_ids]
+            if len(cut_off) != len(rewards):
+                raise ValueError(f"length_reward got {len(rewards)} completions but {len(cut_off)} completion_ids.")
+            if self.truncated_reward is not None:
+                rewards = [self.truncated_reward if cut else r for r, cut in zip(rewards, cut_off, strict=True)]
+            else:
+                rewards = [r - self.truncation_penalty if cut else r for r, cut in zip(rewards, cut_off, strict=True)]
         return rewards
 
     def __repr__(self) -> str:
+        extra = "" if self.truncated_reward is None else f", truncated_reward={self.truncated_reward}"
         return (
             f"make_length_reward(target_chars={self.target_chars}, max_completion_length={self.max_completion_length},"
-            f" truncation_penalty={self.truncation_penalty})"
+            f" truncation_penalty={self.truncation_penalty}{extra})"
         )

@@ -90,6 +90,21 @@ def test_length_reward_penalises_completions_cut_off_by_the_budget():
         reward(["x"])
 
 
+def test_length_reward_can_score_every_cut_off_completion_alike():
+    reward = make_length_reward(10, max_completion_length=4, truncated_reward=-300.0)
+    ids = [[1, 2], [1, 2, 3, 4], [1, 2, 3, 4]]
+    # finished: -|12-10| = -2; the two cut off score -300 whatever their lengths (30 and 90 characters)
+    assert reward(["x" * 12, "x" * 30, "x" * 90], completion_ids=ids) == [-2.0, -300.0, -300.0]
+    # a group cut off entirely has equal rewards: advantages 0, nothing to learn (without it: -120 and -180)
+    assert len(set(reward(["x" * 30, "x" * 90], completion_ids=ids[1:]))) == 1
+    assert pickle.loads(pickle.dumps(reward))(["x" * 30], completion_ids=ids[1:2]) == [-300.0]
+    assert repr(reward).endswith("truncation_penalty=100.0, truncated_reward=-300.0)")
+    with pytest.raises(ValueError, match="needs max_completion_length"):
+        make_length_reward(10, truncated_reward=-300.0)
+    with pytest.raises(ValueError, match="2 completions but 1 completion_ids"):
+        reward(["x", "y"], completion_ids=[[1]])
+
+
 def test_length_reward_survives_pickling_and_keeps_the_name_trl_logs():
     """TRL's reward factories return picklable callables (its async rollout worker pickles rewards)."""
     from trl.trainer.utils import get_callable_name
