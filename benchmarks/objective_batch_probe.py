@@ -40,6 +40,10 @@ epsilon_high=0.28`` is GRPO with it (+56.8, +36.5, -9.6, +10.1). docs/PROOF.md h
 ``completions/clipped_ratio``): a batch where it is 1.0 shows GRPO no shorter answer. Seed 1111, where notebook 11
 learned nothing (2026-12-03, ``--seeds 1111 --objectives GRPO --bf16 [--batch 12]``): docs/PROOF.md has the runs.
 
+``--num-iterations 1 --set steps_per_generation=4`` samples one batch of 32 for the four steps, a slice a step,
+so every objective trains on the same completions (2026-12-03, seeds 0, 202, 303, 606): seed 202 learned under
+all six, seed 0 lost ground under three (``clip_shares`` and ``grad_norms`` are logged per step). docs/PROOF.md.
+
 ``--truncated-reward -300`` scores every cut-off completion alike, as notebook 11 now does (2026-12-03, ``--bf16``,
 seeds 0, 101, 202, 303, 1111): 28 of 30 runs beat the base model with the interval above 0, against 20 of 30 with
 notebook 01's reward; ``--max-completion-length 48`` instead learned on 1111 and lost ground on 303. docs/PROOF.md.
@@ -95,6 +99,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8, help="completions per step")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--num-iterations", type=int, default=2, help="optimizer steps per sampled batch")
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--max-completion-length", type=int, default=0, help="tokens per completion (0: cpu-ci's)")
     parser.add_argument(
@@ -172,7 +177,7 @@ def main() -> None:
                 learning_rate=args.learning_rate,
                 lr_scheduler_type="constant",
                 max_steps=args.steps,
-                num_iterations=2,
+                num_iterations=args.num_iterations,
                 num_generations=args.generations,
                 per_device_train_batch_size=args.batch,
                 max_completion_length=sizes.max_completion_length,
@@ -197,6 +202,9 @@ def main() -> None:
             seconds = time.perf_counter() - start
             key = "completions/clipped_ratio"
             clipped = [row[key] for row in trainer.state.log_history if key in row]
+            share_key = "cispo_clip_ratio" if name == "CISPO" else "clip_ratio/region_mean"
+            shares = [round(row[share_key], 3) for row in trainer.state.log_history if share_key in row]
+            norms = [round(row["grad_norm"], 3) for row in trainer.state.log_history if "grad_norm" in row]
             after = evaluate(policy)
             gain = paired_gain(before["errors"], after["errors"], higher_is_better=False, seed=seed)
             if args.samples:
@@ -215,8 +223,11 @@ def main() -> None:
                         "gain_low": round(gain.low, 1),
                         "distinct": after["distinct_share"],
                         "clipped": [round(share, 3) for share in clipped],  # per sampled batch: cut off at the budget
+                        "clip_shares": shares,  # per step: the share TRL logged as clipped (GSPO: completions)
+                        "grad_norms": norms,
                         "seconds": round(seconds),
                         "steps": args.steps,
+                        "num_iterations": args.num_iterations,
                         "learning_rate": args.learning_rate,
                         "completions_per_step": args.batch,
                         "max_completion_length": sizes.max_completion_length,
