@@ -52,10 +52,12 @@ notebook 01's reward; ``--max-completion-length 48`` instead learned on 1111 and
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import copy
 import io
 import json
+import re
 import statistics
 import time
 
@@ -68,7 +70,7 @@ from course_utils.hardware import detect_hardware
 from course_utils.models import load_model
 from course_utils.presets import get_preset
 from course_utils.proof import paired_gain
-from course_utils.rewards import make_length_reward
+from course_utils.rewards import completion_text, make_length_reward
 
 OBJECTIVES = {  # notebook 11's section 2, verbatim
     "GRPO": {"loss_type": "grpo"},
@@ -79,6 +81,23 @@ OBJECTIVES = {  # notebook 11's section 2, verbatim
     "SAPO": {"loss_type": "sapo"},
 }
 TARGET_CHARS = 50
+
+
+def mentions_topic(text: str, topic: str) -> bool:
+    """Notebook 07's check: the text holds a word of the topic (stem match: 'bees' ~ 'bee')."""
+    words = [w for w in topic.lower().split() if w not in {"the", "a", "an"}]
+    tokens = re.findall(r"[a-z]+", text.lower())
+    return any(t.startswith(w[:5]) or (len(t) >= 3 and w.startswith(t)) for w in words for t in tokens)
+
+
+def make_topic_reward(penalty: float):
+    """Notebook 07's fix: 0 when the answer names its prompt's topic, -penalty when it ignores it."""
+
+    def topic_reward(completions, topic, **kwargs):
+        pairs = zip(completions, topic, strict=True)
+        return [0.0 if mentions_topic(completion_text(c), t) else -penalty for c, t in pairs]
+
+    return topic_reward
 
 
 def _keyword(text: str) -> tuple[str, object]:
@@ -109,6 +128,13 @@ def main() -> None:
         help="a cut-off completion scores this constant (make_length_reward's truncated_reward); default: its "
         "distance minus the truncation penalty",
     )
+    parser.add_argument(
+        "--topic-penalty",
+        type=float,
+        default=0.0,
+        help="add notebook 07's topic reward: an answer that does not name its topic scores this much less",
+    )
+    parser.add_argument("--answers", action="store_true", help="also print each held-out answer given more than once")
     parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast (a CPU with native bf16)")
     parser.add_argument(
         "--samples",
@@ -136,6 +162,7 @@ def main() -> None:
     reward = make_length_reward(
         TARGET_CHARS, max_completion_length=sizes.max_completion_length, truncated_reward=args.truncated_reward
     )
+    rewards = [reward, make_topic_reward(args.topic_penalty)] if args.topic_penalty else reward
     for seed in args.seeds:
         set_seed(seed)
         data = length_prompts(seed=seed, n_test=sizes.n_eval, system_prompt="Answer in one short sentence.")
@@ -150,6 +177,10 @@ def main() -> None:
                 progress=False,
             )
             report = length_report(out.completions, TARGET_CHARS, out.finished, topics=data["test"]["topic"])
+            report["completions"] = list(out.completions)
+            report["names_topic"] = statistics.fmean(
+                mentions_topic(c, t) for c, t in zip(out.completions, data["test"]["topic"], strict=True)
+            )
             if args.samples:  # per prompt, the mean error of K answers sampled as GRPO samples (temperature 1)
                 k = args.samples
                 prompts = [p for p in data["test"]["prompt"] for _ in range(k)]
@@ -194,7 +225,7 @@ def main() -> None:
                 **{**OBJECTIVES[name], **overrides},
             )
             trainer = GRPOTrainer(
-                model=policy, reward_funcs=reward, args=config, train_dataset=data["train"], processing_class=tokenizer
+                model=policy, reward_funcs=rewards, args=config, train_dataset=data["train"], processing_class=tokenizer
             )
             start = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):
@@ -207,6 +238,10 @@ def main() -> None:
             norms = [round(row["grad_norm"], 3) for row in trainer.state.log_history if "grad_norm" in row]
             after = evaluate(policy)
             gain = paired_gain(before["errors"], after["errors"], higher_is_better=False, seed=seed)
+            if args.answers:
+                for text, count in collections.Counter(after["completions"]).most_common():
+                    if count > 1:
+                        print(f"  {name}, seed {seed}: {count} x {text!r}", flush=True)
             if args.samples:
                 sampled = paired_gain(
                     before["sampled_errors"], after["sampled_errors"], higher_is_better=False, seed=seed
@@ -222,6 +257,8 @@ def main() -> None:
                         "gain": round(gain.mean, 1),
                         "gain_low": round(gain.low, 1),
                         "distinct": after["distinct_share"],
+                        "names_topic": [round(before["names_topic"], 3), round(after["names_topic"], 3)],
+                        **({"topic_penalty": args.topic_penalty} if args.topic_penalty else {}),
                         "clipped": [round(share, 3) for share in clipped],  # per sampled batch: cut off at the budget
                         "clip_shares": shares,  # per step: the share TRL logged as clipped (GSPO: completions)
                         "grad_norms": norms,

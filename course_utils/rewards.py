@@ -205,3 +205,52 @@ class _LengthReward:
             f"make_length_reward(target_chars={self.target_chars}, max_completion_length={self.max_completion_length},"
             f" truncation_penalty={self.truncation_penalty}{extra})"
         )
+
+
+def mentions_topic(text: str, topic: str) -> bool:
+    """Whether ``text`` names ``topic``: one of its words, matched by stem ("bees" ~ "bee"), as notebook 07 writes it.
+
+    >>> mentions_topic("A bee is small.", "bees"), mentions_topic("I'm glad I could help!", "the moon")
+    (True, False)
+    """
+    words = [w for w in topic.lower().split() if w not in {"the", "a", "an"}]
+    tokens = re.findall(r"[a-z]+", text.lower())
+    return any(t.startswith(w[:5]) or (len(t) >= 3 and w.startswith(t)) for w in words for t in tokens)
+
+
+def make_topic_reward(penalty: float = 100.0) -> Callable[..., list[float]]:
+    """Notebook 07's fix for the generic reply: 0 for an answer that names its prompt's topic, ``-penalty`` else.
+
+    A length reward alone pays "I'm glad I could help!" for any question; pass this one next to it (TRL adds
+    the rewards of ``reward_funcs``). It reads the dataset's ``topic`` column, which TRL passes by name, and is
+    named ``topic_reward`` in TRL's logs. Picklable, as :func:`make_length_reward`'s reward.
+
+    >>> make_topic_reward(100.0)(["Bees make honey.", "I'm glad I could help!"], topic=["bees", "bees"])
+    [0.0, -100.0]
+    """
+    if not (isinstance(penalty, int | float) and math.isfinite(penalty) and penalty >= 0):
+        raise ValueError(f"penalty must be a finite number >= 0 (0 turns the topic reward off), got {penalty!r}.")
+    return _TopicReward(float(penalty))
+
+
+class _TopicReward:
+    __name__ = "topic_reward"  # a class, not a closure, so it pickles (see _LengthReward)
+
+    def __init__(self, penalty: float):
+        self.penalty = penalty
+
+    def __call__(
+        self, completions: Sequence[Completion], topic: Sequence[str] | None = None, **kwargs: Any
+    ) -> list[float]:
+        if topic is None:
+            raise ValueError(
+                "topic_reward needs the dataset's 'topic' column (TRL passes dataset columns to rewards by name); "
+                "course_utils.data.length_prompts has one."
+            )
+        texts = _texts(completions)
+        if len(topic) != len(texts):
+            raise ValueError(f"topic_reward got {len(texts)} completions but {len(topic)} topics.")
+        return [0.0 if mentions_topic(text, t) else -self.penalty for text, t in zip(texts, topic, strict=True)]
+
+    def __repr__(self) -> str:
+        return f"make_topic_reward(penalty={self.penalty})"

@@ -10,6 +10,8 @@ from course_utils.rewards import (
     correctness_reward,
     extract_answer,
     make_length_reward,
+    make_topic_reward,
+    mentions_topic,
     parse_number,
     soft_format_reward,
     strict_format_reward,
@@ -103,6 +105,26 @@ def test_length_reward_can_score_every_cut_off_completion_alike():
         make_length_reward(10, truncated_reward=-300.0)
     with pytest.raises(ValueError, match="2 completions but 1 completion_ids"):
         reward(["x", "y"], completion_ids=[[1]])
+
+
+def test_topic_reward_charges_the_generic_reply_and_adds_to_the_length_reward():
+    topic = make_topic_reward(100.0)
+    length = make_length_reward(50, max_completion_length=32, truncated_reward=-300.0)
+    texts = ["Bees make honey in their hives, all summer long.", "I'm glad I could help!"]
+    ids = [[1] * 12, [1] * 6]  # both finished
+    # length: -|48-50| = -2 and -|22-50| = -28; topic: 0 and -100, so the sum ranks the on-topic answer first
+    assert length(texts, completion_ids=ids) == [-2.0, -28.0]
+    assert topic(texts, topic=["bees", "bees"]) == [0.0, -100.0]
+    assert topic([[{"role": "assistant", "content": "A bee."}]], topic=["bees"]) == [0.0]  # conversational
+    assert mentions_topic("Volcanoes erupt.", "volcanic islands") and not mentions_topic("I am ready.", "the moon")
+    assert pickle.loads(pickle.dumps(topic))(texts[1:], topic=["the moon"]) == [-100.0]
+    assert topic.__name__ == "topic_reward" and repr(topic) == "make_topic_reward(penalty=100.0)"
+    with pytest.raises(ValueError, match="'topic' column"):
+        topic(texts)
+    with pytest.raises(ValueError, match="2 completions but 1 topics"):
+        topic(texts, topic=["bees"])
+    with pytest.raises(ValueError, match="penalty must be a finite number >= 0"):
+        make_topic_reward(-1.0)
 
 
 def test_length_reward_survives_pickling_and_keeps_the_name_trl_logs():
