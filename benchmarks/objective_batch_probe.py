@@ -44,6 +44,10 @@ learned nothing (2026-12-03, ``--seeds 1111 --objectives GRPO --bf16 [--batch 12
 so every objective trains on the same completions (2026-12-03, seeds 0, 202, 303, 606): seed 202 learned under
 all six, seed 0 lost ground under three (``clip_shares`` and ``grad_norms`` are logged per step). docs/PROOF.md.
 
+``--topic-penalty 100`` adds notebook 07's topic reward, as notebook 11 now does, and ``--answers`` prints each
+held-out answer given more than once: on seed 606 without it GSPO answered 9 of 24 "I'm glad I could help!"
+(2026-12-03); with it every objective stayed distinct there. docs/PROOF.md.
+
 ``--truncated-reward -300`` scores every cut-off completion alike, as notebook 11 now does (2026-12-03, ``--bf16``,
 seeds 0, 101, 202, 303, 1111): 28 of 30 runs beat the base model with the interval above 0, against 20 of 30 with
 notebook 01's reward; ``--max-completion-length 48`` instead learned on 1111 and lost ground on 303. docs/PROOF.md.
@@ -57,7 +61,6 @@ import contextlib
 import copy
 import io
 import json
-import re
 import statistics
 import time
 
@@ -70,7 +73,7 @@ from course_utils.hardware import detect_hardware
 from course_utils.models import load_model
 from course_utils.presets import get_preset
 from course_utils.proof import paired_gain
-from course_utils.rewards import completion_text, make_length_reward
+from course_utils.rewards import make_length_reward, make_topic_reward, mentions_topic
 
 OBJECTIVES = {  # notebook 11's section 2, verbatim
     "GRPO": {"loss_type": "grpo"},
@@ -81,23 +84,6 @@ OBJECTIVES = {  # notebook 11's section 2, verbatim
     "SAPO": {"loss_type": "sapo"},
 }
 TARGET_CHARS = 50
-
-
-def mentions_topic(text: str, topic: str) -> bool:
-    """Notebook 07's check: the text holds a word of the topic (stem match: 'bees' ~ 'bee')."""
-    words = [w for w in topic.lower().split() if w not in {"the", "a", "an"}]
-    tokens = re.findall(r"[a-z]+", text.lower())
-    return any(t.startswith(w[:5]) or (len(t) >= 3 and w.startswith(t)) for w in words for t in tokens)
-
-
-def make_topic_reward(penalty: float):
-    """Notebook 07's fix: 0 when the answer names its prompt's topic, -penalty when it ignores it."""
-
-    def topic_reward(completions, topic, **kwargs):
-        pairs = zip(completions, topic, strict=True)
-        return [0.0 if mentions_topic(completion_text(c), t) else -penalty for c, t in pairs]
-
-    return topic_reward
 
 
 def _keyword(text: str) -> tuple[str, object]:
