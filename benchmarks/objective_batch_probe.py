@@ -120,6 +120,18 @@ def main() -> None:
         default=0.0,
         help="add notebook 07's topic reward: an answer that does not name its topic scores this much less",
     )
+    parser.add_argument(
+        "--off-topic-reward",
+        type=float,
+        default=None,
+        help="a finished answer that does not name its topic scores this constant (make_length_reward's "
+        "off_topic_reward)",
+    )
+    parser.add_argument(
+        "--eos",
+        action="store_true",
+        help="an answer that ended with the end-of-sequence token at the budget is finished (TRL's rule)",
+    )
     parser.add_argument("--answers", action="store_true", help="also print each held-out answer given more than once")
     parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast (a CPU with native bf16)")
     parser.add_argument(
@@ -146,7 +158,11 @@ def main() -> None:
         sizes = sizes.with_overrides(bf16=True)
     model, tokenizer = load_model("auto", hardware=hardware)
     reward = make_length_reward(
-        TARGET_CHARS, max_completion_length=sizes.max_completion_length, truncated_reward=args.truncated_reward
+        TARGET_CHARS,
+        max_completion_length=sizes.max_completion_length,
+        truncated_reward=args.truncated_reward,
+        off_topic_reward=args.off_topic_reward,
+        eos_token_id=tokenizer.eos_token_id if args.eos else None,
     )
     rewards = [reward, make_topic_reward(args.topic_penalty)] if args.topic_penalty else reward
     for seed in args.seeds:

@@ -139,6 +139,8 @@ def make_length_reward(
     max_completion_length: int | None = None,
     truncation_penalty: float = 100.0,
     truncated_reward: float | None = None,
+    off_topic_reward: float | None = None,
+    eos_token_id: int | None = None,
 ) -> Callable[..., list[float]]:
     """Notebook 01's reward: minus the distance, in characters, from ``target_chars``.
 
@@ -149,20 +151,34 @@ def make_length_reward(
     group whose completions were all cut off then has equal rewards and teaches nothing, where the distance
     would rank cut-off completions by how many characters their tokens happen to hold. Pick a value below
     any finished completion's reward.
+    With ``off_topic_reward`` set, a finished completion that does not name its prompt's topic (the dataset's
+    ``topic`` column, :func:`mentions_topic`) scores that constant: notebook 07's fix for the generic reply
+    ("I'm glad I could help!"), which a length reward alone pays for any question.
+    With ``eos_token_id`` set, a completion that reached the budget *with* that token as its last one finished
+    just in time and is not cut off: TRL's own rule (``completions/clipped_ratio``). Without it every completion
+    that reached the budget counts as cut off.
     The reward is named ``length_reward`` (TRL logs ``rewards/length_reward/mean``) and can be pickled.
 
     >>> make_length_reward(5, max_completion_length=3, truncated_reward=-300.0)(["Hi.", "Far too long"],
     ...                                                                        completion_ids=[[1, 2], [1, 2, 3]])
     [-2.0, -300.0]
+    >>> make_length_reward(5, 3, truncated_reward=-300.0, off_topic_reward=-300.0, eos_token_id=2)(
+    ...     ["Bee.", "Hello.", "Bees buzz."], completion_ids=[[1, 2], [1, 2], [1, 1, 2]], topic=["bees"] * 3)
+    [-1.0, -300.0, -5.0]
     """
     if target_chars < 0:
         raise ValueError(f"target_chars must be >= 0, got {target_chars}.")
-    if truncated_reward is not None and max_completion_length is None:
-        raise ValueError(
-            "make_length_reward(truncated_reward=...) needs max_completion_length, the token budget that tells a "
-            "cut-off completion from a finished one; pass the GRPOConfig's max_completion_length."
-        )
-    return _LengthReward(target_chars, max_completion_length, truncation_penalty, truncated_reward)
+    for name, value in (("truncated_reward", truncated_reward), ("eos_token_id", eos_token_id)):
+        if value is not None and max_completion_length is None:
+            raise ValueError(
+                f"make_length_reward({name}=...) needs max_completion_length, the token budget that tells a "
+                "cut-off completion from a finished one; pass the GRPOConfig's max_completion_length."
+            )
+    if off_topic_reward is not None and not math.isfinite(off_topic_reward):
+        raise ValueError(f"off_topic_reward must be a finite number, got {off_topic_reward!r}.")
+    return _LengthReward(
+        target_chars, max_completion_length, truncation_penalty, truncated_reward, off_topic_reward, eos_token_id
+    )
 
 
 class _LengthReward:
@@ -177,30 +193,58 @@ class _LengthReward:
         max_completion_length: int | None,
         truncation_penalty: float,
         truncated_reward: float | None = None,
+        off_topic_reward: float | None = None,
+        eos_token_id: int | None = None,
     ):
         self.target_chars = target_chars
         self.max_completion_length = max_completion_length
         self.truncation_penalty = truncation_penalty
         self.truncated_reward = truncated_reward
+        self.off_topic_reward = off_topic_reward
+        self.eos_token_id = eos_token_id
 
     def __call__(
-        self, completions: Sequence[Completion], completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any
+        self,
+        completions: Sequence[Completion],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        topic: Sequence[str] | None = None,
+        **kwargs: Any,
     ) -> list[float]:
-        rewards = [-float(abs(len(text) - self.target_chars)) for text in _texts(completions)]
+        texts = _texts(completions)
+        rewards = [-float(abs(len(text) - self.target_chars)) for text in texts]
+        cut_off = [False] * len(rewards)
         if self.max_completion_length is not None:
             if completion_ids is None:
                 raise ValueError("length_reward needs completion_ids (GRPOTrainer passes them) to detect truncation.")
-            cut_off = [len(ids) >= self.max_completion_length for ids in completion_ids]
-            if len(cut_off) != len(rewards):
-                raise ValueError(f"length_reward got {len(rewards)} completions but {len(cut_off)} completion_ids.")
+            if len(completion_ids) != len(rewards):
+                got = f"{len(rewards)} completions but {len(completion_ids)} completion_ids"
+                raise ValueError(f"length_reward got {got}.")
+            budget, eos = self.max_completion_length, self.eos_token_id
+            cut_off = [len(ids) >= budget and not (len(ids) and ids[-1] == eos) for ids in completion_ids]
             if self.truncated_reward is not None:
                 rewards = [self.truncated_reward if cut else r for r, cut in zip(rewards, cut_off, strict=True)]
             else:
                 rewards = [r - self.truncation_penalty if cut else r for r, cut in zip(rewards, cut_off, strict=True)]
+        if self.off_topic_reward is not None:
+            if topic is None:
+                raise ValueError(
+                    "length_reward(off_topic_reward=...) needs the dataset's 'topic' column (TRL passes dataset "
+                    "columns to rewards by name); course_utils.data.length_prompts has one."
+                )
+            if len(topic) != len(texts):
+                raise ValueError(f"length_reward got {len(texts)} completions but {len(topic)} topics.")
+            rewards = [
+                r if cut or mentions_topic(text, t) else self.off_topic_reward
+                for r, cut, text, t in zip(rewards, cut_off, texts, topic, strict=True)
+            ]
         return rewards
 
     def __repr__(self) -> str:
-        extra = "" if self.truncated_reward is None else f", truncated_reward={self.truncated_reward}"
+        extra = "".join(
+            f", {name}={value}"
+            for name in ("truncated_reward", "off_topic_reward", "eos_token_id")
+            if (value := getattr(self, name)) is not None
+        )
         return (
             f"make_length_reward(target_chars={self.target_chars}, max_completion_length={self.max_completion_length},"
             f" truncation_penalty={self.truncation_penalty}{extra})"

@@ -127,6 +127,38 @@ def test_topic_reward_charges_the_generic_reply_and_adds_to_the_length_reward():
         make_topic_reward(-1.0)
 
 
+def test_length_reward_scores_off_topic_answers_as_cut_off_ones():
+    """Notebook 11's reward: only a finished answer that names its topic is ranked by its length."""
+    reward = make_length_reward(50, 32, truncated_reward=-300.0, off_topic_reward=-300.0)
+    texts = ["Bees make honey in their hives, all summer long.", "I'm glad I could help!", "Bees " * 20]
+    ids = [[1] * 12, [1] * 6, [1] * 32]  # finished, finished, cut off at the budget
+    # on topic: -|48-50| = -2; off topic: -300, not -|22-50| = -28; cut off: -300 whatever its topic
+    assert reward(texts, completion_ids=ids, topic=["bees"] * 3) == [-2.0, -300.0, -300.0]
+    # a group of a generic reply and cut-off answers has equal rewards: nothing to learn from the reply
+    assert len(set(reward(texts[1:], completion_ids=ids[1:], topic=["bees"] * 2))) == 1
+    assert pickle.loads(pickle.dumps(reward))(texts[1:2], completion_ids=ids[1:2], topic=["the moon"]) == [-300.0]
+    assert repr(reward).endswith("truncated_reward=-300.0, off_topic_reward=-300.0)")
+    with pytest.raises(ValueError, match="'topic' column"):
+        reward(texts, completion_ids=ids)
+    with pytest.raises(ValueError, match="3 completions but 1 topics"):
+        reward(texts, completion_ids=ids, topic=["bees"])
+    with pytest.raises(ValueError, match="off_topic_reward must be a finite number"):
+        make_length_reward(50, 32, off_topic_reward=float("nan"))
+
+
+def test_length_reward_with_eos_counts_a_completion_that_ended_at_the_budget_as_finished():
+    """TRL's rule (completions/clipped_ratio): cut off means the last token is not the end-of-sequence token."""
+    eos = 2
+    texts = ["x" * 40, "x" * 40]
+    ids = [[1] * 31 + [eos], [1] * 32]  # both 32 tokens: the first ended with eos as its 32nd token
+    with_eos = make_length_reward(50, 32, truncated_reward=-300.0, eos_token_id=eos)
+    without = make_length_reward(50, 32, truncated_reward=-300.0)
+    assert with_eos(texts, completion_ids=ids) == [-10.0, -300.0]  # -|40-50| = -10 for the finished one
+    assert without(texts, completion_ids=ids) == [-300.0, -300.0]  # without eos_token_id: both counted cut off
+    with pytest.raises(ValueError, match="eos_token_id=...\\) needs max_completion_length"):
+        make_length_reward(50, eos_token_id=eos)
+
+
 def test_length_reward_survives_pickling_and_keeps_the_name_trl_logs():
     """TRL's reward factories return picklable callables (its async rollout worker pickles rewards)."""
     from trl.trainer.utils import get_callable_name
