@@ -51,6 +51,13 @@ held-out answer given more than once: on seed 606 without it GSPO answered 9 of 
 ``--truncated-reward -300`` scores every cut-off completion alike, as notebook 11 now does (2026-12-03, ``--bf16``,
 seeds 0, 101, 202, 303, 1111): 28 of 30 runs beat the base model with the interval above 0, against 20 of 30 with
 notebook 01's reward; ``--max-completion-length 48`` instead learned on 1111 and lost ground on 303. docs/PROOF.md.
+
+``--off-topic-reward -200`` scores a finished answer that does not name its topic as that constant, and ``--eos``
+counts an answer that ended with the end-of-sequence token exactly at the budget as finished (TRL's rule), as
+notebook 11 now does (2026-12-03, an AMD EPYC): on bf16 seed 1111 every completion of the first batch was 32
+tokens long, so without ``--eos`` every group scored alike and no objective moved (gradient 0); with it every
+objective run so far learned (+50.1 to +66.1). ``--off-topic-reward -300`` fixed float32 seed 0 but left bf16
+seed 303 with nothing to learn. docs/PROOF.md.
 """
 
 from __future__ import annotations
