@@ -56,7 +56,7 @@ notebook 01's reward; ``--max-completion-length 48`` instead learned on 1111 and
 counts an answer that ended with the end-of-sequence token exactly at the budget as finished (TRL's rule), as
 notebook 11 now does (2026-12-03, an AMD EPYC): on bf16 seed 1111 every completion of the first batch was 32
 tokens long, so without ``--eos`` every group scored alike and no objective moved (gradient 0); with it every
-objective run so far learned (+50.1 to +66.1). ``--off-topic-reward -300`` fixed float32 seed 0 but left bf16
+objective learned (+49.8 to +66.1 characters). ``--off-topic-reward -300`` fixed float32 seed 0 but left bf16
 seed 303 with nothing to learn. docs/PROOF.md.
 """
 
