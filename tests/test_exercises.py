@@ -26,11 +26,8 @@ def solution_namespace(notebook: str, **given) -> dict:
     return namespace
 
 
-def _length_and_topic(completions, completion_ids, topic, **kwargs):
-    """A stand-in for notebook 07's reward: length toward 50 characters, -30 when the topic is not mentioned."""
-    length = make_length_reward(50, max_completion_length=32)(completions, completion_ids=completion_ids)
-    ignored = [t.lower() not in completion_text(c).lower() for c, t in zip(completions, topic, strict=True)]
-    return [a - 30.0 * miss for a, miss in zip(length, ignored, strict=True)]
+# notebook 07's fix, the same rule packaged: its length reward, and -200 for a finished answer off its topic
+_length_and_topic = make_length_reward(50, max_completion_length=32, off_topic_reward=-200.0)
 
 
 HONEST = "Bees make honey and pollinate our flowers."
