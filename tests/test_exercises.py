@@ -26,8 +26,8 @@ def solution_namespace(notebook: str, **given) -> dict:
     return namespace
 
 
-# notebook 07's fix, the same rule packaged: its length reward, and -200 for a finished answer off its topic
-_length_and_topic = make_length_reward(50, max_completion_length=32, off_topic_reward=-200.0)
+# notebook 07's fix, the same rule packaged: minus the distance, -200 off topic, -300 cut off at the budget
+_length_and_topic = make_length_reward(50, max_completion_length=32, truncated_reward=-300.0, off_topic_reward=-200.0)
 
 
 HONEST = "Bees make honey and pollinate our flowers."
