@@ -1,5 +1,7 @@
 """course_utils.trl_fixes: each fix applies to the installed TRL, does what it says, and changes no result."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -12,12 +14,12 @@ def test_the_installed_trl_gets_the_compact_lm_head_fix():
     the labelled rows on a CPU by itself, delete the fix; if it still picks the path in another way, update it."""
     from trl.trainer import utils as trl_utils
 
-    assert trl_fixes.applied_trl_fixes() == [trl_fixes.COMPACT_FIX]
+    assert trl_fixes.applied_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]
     assert trl_utils._use_triton(torch.device("cpu")), "a CPU takes TRL's compact path"
     original = trl_utils._use_triton.original
     for device in ("cuda", "xpu", "meta"):  # elsewhere TRL decides, as before
         assert trl_utils._use_triton(torch.device(device)) == original(torch.device(device))
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX]  # applying again changes nothing
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]  # again: no change
     assert trl_utils._use_triton.original is original, "applied twice, it would wrap itself"
 
 
@@ -28,7 +30,7 @@ def test_a_changed_trl_is_left_alone(monkeypatch):
     monkeypatch.setattr(trl_utils, "_use_triton", original)
     monkeypatch.setattr(trl_fixes, "_applied", [])
     monkeypatch.setattr(trl_fixes, "COMPACT_LINE", "compact = some_other_rule(hidden_states.device)")
-    assert trl_fixes.apply_trl_fixes() == []
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.SAMPLING_FIX]
     assert trl_utils._use_triton is original
 
 
@@ -86,4 +88,55 @@ def test_the_environment_variable_turns_the_fixes_off_or_names_what_to_set(monke
     with pytest.raises(ValueError, match="GRPO_COURSE_TRL_FIXES='off' is not understood: set it to 1 .* or 0"):
         trl_fixes.apply_trl_fixes()
     monkeypatch.setenv(trl_fixes.FIXES_ENV, "1")
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX] and trl_utils._use_triton.original is original
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]
+    assert trl_utils._use_triton.original is original
+
+
+def test_trl_samples_through_one_method_outside_any_autocast_region():
+    """If this fails after a TRL upgrade, read GRPOTrainer._generate: the sampling fix wraps the one call that
+    samples, and it helps only if the trainer does not already sample inside an autocast region of its own."""
+    from trl import GRPOTrainer
+
+    assert GRPOTrainer._generate_single_turn.course_fix
+    assert "self._generate_single_turn(" in inspect.getsource(GRPOTrainer._generate)
+    assert "autocast" not in inspect.getsource(GRPOTrainer._generate_single_turn.original)
+
+
+def _sample_in_bf16(model, tokenizer, tmp_path, sampling):
+    """One bf16 GRPOTrainer on the CPU samples a batch with ``sampling`` as its sampling method: returns the token
+    ids and how many float32 -> bf16 casts of a weight matrix the call made."""
+    from datasets import Dataset
+    from transformers import set_seed
+    from trl import GRPOConfig, GRPOTrainer
+
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": "w1 w2"}]}] * 2)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, bf16=True,
+                      max_completion_length=6, use_cpu=True, report_to="none", save_strategy="no")  # fmt: skip
+    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
+                          train_dataset=prompts, processing_class=tokenizer)  # fmt: skip
+    trainer.model_wrapped = trainer.accelerator.prepare(trainer.model)  # what train() does: autocast on forward
+    prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=False)
+                  for p in prompts["prompt"] for _ in range(2)]  # fmt: skip
+    set_seed(0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        ids, _ = sampling(trainer, prompt_ids, None, {}, 2)
+    # the layers' weight matrices, by shape (the embedding is looked up, not cast; the LM head has the vocab's rows)
+    shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2 and p.shape[0] != len(tokenizer)}
+    casts = [e for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and
+             tuple(e.input_shapes[0]) in shapes]  # fmt: skip
+    return ids, len(casts)
+
+
+def test_bf16_sampling_casts_each_weight_once_per_call_same_tokens(tiny_model, tiny_tokenizer, tmp_path):
+    from trl import GRPOTrainer
+
+    fixed = GRPOTrainer._generate_single_turn
+    with_fix = _sample_in_bf16(tiny_model, tiny_tokenizer, tmp_path / "a", fixed)
+    as_installed = _sample_in_bf16(tiny_model, tiny_tokenizer, tmp_path / "b", fixed.original)
+    assert with_fix[0] == as_installed[0], "the same tokens"
+    assert sum(map(len, with_fix[0])) > 4, "a comparison of empty completions proves nothing"
+    # the tiny Llama's 7 weight matrices (q, k, v, o, gate, up, down): cast once in the call with the fix, and once
+    # per forward pass as installed (42 = 7 x 6 when measured: the prompt's pass and 5 decoding steps)
+    assert with_fix[1] == 7
+    assert as_installed[1] >= 3 * with_fix[1]
+    assert not torch.is_autocast_enabled("cpu"), "the region ended with the call"
