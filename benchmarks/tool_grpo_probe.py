@@ -7,7 +7,8 @@ The warm start is ``SFTTrainer`` on ``tool_call_examples`` (by default the call 
 after the tool's reply, ``--call-share`` leaves some rows answering at once). Then
 ``GRPOTrainer(tools=[calculator])`` with ``max_tool_calling_iterations=1`` and the rewards of
 ``course_utils.tools`` (answer 1.0, well-formed call ``--call-weight`` 0.2, failed call 0.2). Held-out rollouts
-are greedy (``tool_rollouts``, 64 tokens for the first turn as in notebook 10; 48 before 2026-11-25), before and
+are greedy (``tool_rollouts`` within ``--max-completion-length`` as TRL spends it, since 2026-12-05; before, 64
+tokens for the first turn, and 48 before 2026-11-25), before and
 after GRPO; each GRPO step prints its rewards, the tool metrics TRL logs,
 the entropy and TRL's ``step_time``. "number in last turn" counts final messages holding the right number
 anywhere, so that an answer in the wrong wrapper shows apart from a wrong answer.
@@ -138,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     data = calculator_problems(n_train=200, n_test=args.n_eval, seed=args.seed)
     test = data["test"]
 
-    def held_out(label: str) -> None:  # greedy rollouts at notebook 10's 64 tokens for the first turn
+    def held_out(label: str) -> None:  # greedy rollouts within GRPO's completion budget, as notebook 10's
         start = time.perf_counter()
-        rollouts = tool_rollouts(model, tokenizer, test["prompt"], max_new_tokens=64)
+        rollouts = tool_rollouts(model, tokenizer, test["prompt"], max_completion_length=args.max_completion_length)
         report(label, rollouts, test["answer"], time.perf_counter() - start)
         calling = call_probability(model, tokenizer, test["prompt"], [calculator])
         print(f"    sampled first turns that call: {calling:.3f}")

@@ -446,58 +446,90 @@ def tool_rollouts(
     prompts: Sequence[list[dict[str, Any]]],
     tools: Sequence[Any] = (calculator,),
     *,
-    max_new_tokens: int = 48,
-    answer_tokens: int = 16,
+    max_completion_length: int = 96,
     batch_size: int = 40,
 ) -> list[list[dict[str, Any]]]:
     """Greedy rollouts of ``prompts`` as ``GRPOTrainer(tools=...)`` runs them with ``max_tool_calling_iterations=1``.
 
     Each rollout is a list of messages, the shape TRL passes to reward functions: the assistant's first turn
     (parsed with TRL's ``parse_response``), and, when it holds calls, each call's :func:`tool_reply` and the
-    assistant's next turn (at most ``answer_tokens`` tokens). So ``answer_reward(tool_rollouts(...), answer)``
-    scores a model outside training exactly as the reward scored it inside.
+    assistant's next turn. ``max_completion_length`` is ``GRPOConfig``'s, spent as TRL's tool loop spends it: the
+    first turn may take all of it; when the tools' replies would not fit, TRL drops them and the rollout ends on the
+    call; the answer gets what is left. So ``answer_reward(tool_rollouts(...), answer)`` scores a model outside
+    training exactly as the reward scored it inside, cut-offs included.
+
+    >>> runs = tool_rollouts(model, tokenizer, data["test"]["prompt"], max_completion_length=96)  # doctest: +SKIP
     """
     import torch
     from trl.chat_template_utils import parse_response
 
-    def complete(conversations: list[list[dict[str, Any]]], budget: int) -> list[dict[str, Any]]:
+    def complete(conversations: list[list[dict[str, Any]]], budgets: list[int]) -> tuple[list[dict], list[int]]:
+        """Each conversation's next assistant turn, at most its budget of tokens, and how many tokens it took."""
         padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
-        messages = []
+        messages, lengths = [], []
         try:
             for start in range(0, len(conversations), batch_size):
                 texts = [
                     tokenizer.apply_chat_template(c, tools=list(tools), add_generation_prompt=True, tokenize=False)
                     for c in conversations[start : start + batch_size]
                 ]
+                limits = budgets[start : start + batch_size]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with torch.no_grad(), weights_precision(model):  # float32 also after a bf16/fp16 trainer
                     out = model.generate(
-                        **batch, max_new_tokens=budget, do_sample=False, temperature=None, top_p=None, top_k=None,
-                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                        **batch, max_new_tokens=max(limits), do_sample=False, temperature=None, top_p=None,
+                        top_k=None, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                     )  # fmt: skip
                 width = batch["input_ids"].shape[1]
-                for ids, mask, row in zip(batch["input_ids"], batch["attention_mask"], out.tolist(), strict=True):
+                rows = zip(batch["input_ids"], batch["attention_mask"], out.tolist(), limits, strict=True)
+                for ids, mask, row, limit in rows:
                     new = row[width:]
                     new = new[: new.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in new else new
+                    new = new[:limit]  # greedy: the same tokens as generating at most `limit` of them
                     prefix = ids[mask.bool()].tolist()
                     messages.append(parse_response(tokenizer, new, prefix=prefix, tools=list(tools)))
+                    lengths.append(len(new))
         finally:
             tokenizer.padding_side = padding_side
-        return messages
+        return messages, lengths
 
     was_training = model.training
     model.eval()
     try:
-        rollouts = [[first] for first in complete([list(p) for p in prompts], max_new_tokens)]
-        called = [i for i, rollout in enumerate(rollouts) if rollout[0].get("tool_calls")]
-        for i in called:
-            rollouts[i] += [tool_reply(call.get("function", call), tools) for call in rollouts[i][0]["tool_calls"]]
-        answers = complete([[*prompts[i], *rollouts[i]] for i in called], answer_tokens) if called else []
+        firsts, used = complete([list(p) for p in prompts], [max_completion_length] * len(prompts))
+        rollouts = [[first] for first in firsts]
+        called = []
+        for i, rollout in enumerate(rollouts):
+            if not rollout[0].get("tool_calls"):
+                continue
+            replies = [tool_reply(call.get("function", call), tools) for call in rollout[0]["tool_calls"]]
+            used[i] += _tool_suffix_length(tokenizer, replies)
+            if used[i] <= max_completion_length:  # else TRL drops the replies: the rollout ends on the call
+                rollouts[i] += replies
+                called.append(i)
+        budgets = [max_completion_length - used[i] for i in called]
+        answers, _ = complete([[*prompts[i], *rollouts[i]] for i in called], budgets) if called else ([], [])
         for i, answer in zip(called, answers, strict=True):
             rollouts[i].append(answer)
     finally:
         model.train(was_training)
     return rollouts
+
+
+def _tool_suffix_length(tokenizer: PreTrainedTokenizerBase, replies: list[dict[str, Any]]) -> int:
+    """Tokens TRL appends after a turn with calls: the tools' replies and the next generation prompt.
+
+    Computed as ``GRPOTrainer._get_tool_suffix_ids`` computes them (TRL 1.16): a dummy exchange rendered with and
+    without the replies, the shorter cut after its last end-of-turn token.
+    """
+    call = {"type": "function", "function": {"name": replies[0]["name"], "arguments": {}}}
+    dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    prefix = tokenizer.apply_chat_template(dummy, tokenize=True, return_dict=False)
+    full = tokenizer.apply_chat_template(dummy + replies, add_generation_prompt=True, tokenize=True, return_dict=False)
+    ends = [i for i, token in enumerate(prefix) if token == tokenizer.eos_token_id]
+    if ends:
+        prefix = prefix[: ends[-1] + 1]
+    return len(full) - len(prefix)
 
 
 def tool_use_report(rollouts: Sequence[Any], answer: Sequence[Any]) -> dict[str, float]:

@@ -309,7 +309,7 @@ class ScriptedLlama(LlamaForCausalLM):
 
     First turn, by row of the batch: 0, a good call; 1, a call the calculator refuses; 2, a malformed call
     (TRL cannot parse it, so nothing runs); 3, the answer without the tool. After a tool's reply: the number
-    the calculator returned, or "I do not know" after an error.
+    the calculator returned, or "I do not know" after an error. Each cut to the ``max_new_tokens`` it is given.
     """
 
     script_tokenizer = None
@@ -329,7 +329,9 @@ class ScriptedLlama(LlamaForCausalLM):
                          call_text(expression)[:-len("}\n</tool_call>")] + "\n</tool_call>",
                          calculator(expression)][i % 4]  # fmt: skip
             self.replies.append(reply)
-            rows.append(tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"])
+            ids = tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            rows.append(ids[: kwargs["generation_config"].max_new_tokens] if "generation_config" in kwargs else
+                        ids[: kwargs.get("max_new_tokens", len(ids))])  # fmt: skip
         width = max(map(len, rows))
         new = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
         return torch.cat([input_ids, new.to(input_ids.device)], dim=1)
@@ -432,8 +434,23 @@ def test_tool_reply_returns_the_result_as_text():
     assert tool_reply({"name": "calculator", "arguments": {"expression": "6 * 7"}})["content"] == "42"
 
 
-def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path):
-    """The same scripted model gives the same rollouts in GRPOTrainer's tool loop and in tool_rollouts."""
+#: Rows 0 and 1 of the scripted batch at each budget: (messages in the rollout, the last one's text). With the byte
+#: tokenizer a token is a character: row 0's call takes 88 tokens with its end of turn, the reply's wrapper and the next
+#: generation prompt 56, "174<|im_end|>" 4 (148 in all); row 1's call 85, the error reply 132, "I do not
+#: know<|im_end|>" 14 (231).
+BUDGET_CUTS = {
+    256: [(3, "174"), (3, "I do not know")],  # nothing cut
+    225: [(3, "174"), (3, "I do not")],  # row 1: 225 - 85 - 132 = 8 tokens left for its answer
+    146: [(3, "17"), (1, "")],  # row 0: 146 - 88 - 56 = 2 tokens left; row 1: 85 + 132 > 146, the reply dropped
+    100: [(1, ""), (1, "")],  # 88 + 56 and 85 + 132 are both over 100: both rollouts end on their call
+    60: [(1, '<tool_call>\n{"name": "calculator", "arguments": {"expression')] * 2,  # the calls cut at 60 tokens
+}
+
+
+@pytest.mark.parametrize("budget", BUDGET_CUTS)
+def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path, budget):
+    """The same scripted model gives the same rollouts in GRPOTrainer's tool loop and in tool_rollouts, also where
+    ``max_completion_length`` cuts an answer short, drops a tool's reply or cuts the call itself."""
     tokenizer = use_tool_chat_template(byte_tokenizer())
     torch.manual_seed(0)
     model = ScriptedLlama(tiny_config(tokenizer))
@@ -447,18 +464,19 @@ def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path):
     data = calculator_problems(n_train=2, n_test=0, seed=0)["train"]
     args = GRPOConfig(
         output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
-        max_completion_length=256, max_tool_calling_iterations=1, learning_rate=0.0, logging_steps=1,
+        max_completion_length=budget, max_tool_calling_iterations=1, learning_rate=0.0, logging_steps=1,
         save_strategy="no", report_to="none", bf16=False, use_cpu=True, seed=0,
     )  # fmt: skip
     GRPOTrainer(model=model, reward_funcs=[recorder], args=args, train_dataset=data, processing_class=tokenizer,
                 tools=[calculator]).train()  # fmt: skip
     prompts, completions, answers = zip(*seen, strict=True)  # in the trainer's (shuffled) order
-    rollouts = tool_rollouts(model, tokenizer, list(prompts), max_new_tokens=256)
+    rollouts = tool_rollouts(model, tokenizer, list(prompts), max_completion_length=budget)
     assert rollouts == list(completions)
-    # Row 0 calls well and answers the result; 1's call fails; 2's call is malformed; 3 answers without the tool.
-    assert tool_use_report(rollouts, answers) == {
-        "accuracy": 2 / 4, "calls": 2 / 4, "failed_calls": 1 / 4, "unparsed_calls": 1 / 4,
-    }  # fmt: skip
+    assert [(len(r), r[-1]["content"]) for r in rollouts[:2]] == BUDGET_CUTS[budget]
+    if budget == 256:  # row 0 calls well and answers; 1's call fails; 2's call is malformed; 3 answers at once
+        assert tool_use_report(rollouts, answers) == {
+            "accuracy": 2 / 4, "calls": 2 / 4, "failed_calls": 1 / 4, "unparsed_calls": 1 / 4,
+        }  # fmt: skip
 
 
 # An environment ------------------------------------------------------------------------------------------------
