@@ -339,12 +339,16 @@ def answer_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs: A
 
 
 def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
-    """The share of the rollout's tool-call attempts that came out clean; 0.0 when it tried none.
+    """The share of the rollout's tool-call attempts that came out clean, paid only when the rollout then ends on
+    a bare number, right or wrong (:func:`answer_reward` judges which); 0.0 when it tried none.
 
     A call is clean when TRL parsed it from a turn that holds nothing else. A ``<tool_call>`` left as text is
     an attempt that failed, and so is every call of a turn that also writes text: a policy that learned to
     stutter ``</tool_call>`` after its call (seen on seed 707) gets no credit for that call. Two clean
     calls and one ``<tool_call>`` left as text give 2 / 3; a parsed call followed by ``</tool_call>`` gives 0 / 1.
+    The reward pays for the exchange the system prompt asks for, a call and then a number, not for calls alone:
+    a policy that calls again instead of answering (seed 202, 2026-12-05), echoes the tool's reply (seeds 101 and
+    404 at 5e-5) or runs out of tokens gets 0.0, so GRPO cannot climb this small reward while answers collapse.
     """
     rewards = []
     for completion in completions:
@@ -356,7 +360,7 @@ def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[fl
             unparsed = text.count(_CALL_OPEN)
             attempts += parsed + unparsed
             clean += parsed if not text.strip() else 0
-        rewards.append(clean / attempts if attempts else 0.0)
+        rewards.append(clean / attempts if attempts and final_answer(completion) is not None else 0.0)
     return rewards
 
 

@@ -254,10 +254,18 @@ def test_answer_reward_pays_the_last_message_when_it_is_the_number():
 
 
 def test_wellformed_call_reward_is_the_share_of_attempts_parsed():
-    two_calls_one_broken = rollout("2 + 3") + rollout("5 * 1") + rollout(malformed=True)
+    two_calls_one_broken = rollout("2 + 3") + rollout(malformed=True) + rollout("5 * 1")
     completions = [rollout("2 + 3"), rollout(malformed=True), rollout(final="5"), two_calls_one_broken]
     # 1 parsed of 1; 0 of 1; no attempt; 2 parsed of 3 attempts
     assert wellformed_call_reward(completions) == [1.0, 0.0, 0.0, pytest.approx(2 / 3)]
+
+
+def test_wellformed_call_reward_pays_only_an_exchange_that_ends_on_a_number():
+    calls_again = rollout("2 + 3", final=None) + rollout("5", reply=None, final=None)  # what seed 202 learned
+    echo = rollout("2 + 3", final="<tool_response>\n5\n</tool_response>")  # seeds 101 and 404 at 5e-5
+    # a wrong number still completes the exchange: 1 of 1 (answer_reward gives it 0); the others end on no number
+    assert wellformed_call_reward([rollout("2 + 3", final="6"), calls_again, echo, rollout("2 + 3", final=None)]) == [
+        1.0, 0.0, 0.0, 0.0]  # fmt: skip
 
 
 def test_wellformed_call_reward_pays_no_call_whose_turn_also_writes_text():
@@ -377,7 +385,8 @@ def test_one_grpo_step_runs_the_calculator_and_logs_tool_metrics(tmp_path):
     assert logged["tools/call_frequency"] == 2 / 4  # two calls in four rollouts
     assert logged["tools/failure_frequency"] == 1 / 2  # one of the two calls failed
     assert logged["rewards/answer_reward/mean"] == 2 / 4  # rows 0 and 3 end on the right number
-    assert logged["rewards/wellformed_call_reward/mean"] == 2 / 4  # rows 0 and 1 (row 2's call is left as text)
+    # row 0 only: row 1's call was parsed but it answered "I do not know", and row 2's call is left as text
+    assert logged["rewards/wellformed_call_reward/mean"] == 1 / 4
     assert logged["rewards/failed_call_penalty/mean"] == -1 / 4  # row 1
     # The tool's reply is masked out: a completion's length counts only the tokens the model wrote.
     written = [len(tokenizer(r + "<|im_end|>", add_special_tokens=False)["input_ids"]) for r in model.replies]
