@@ -84,11 +84,13 @@ def commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
-def row(run: NotebookRun, path: Path, kind: str, preset: str) -> dict:
+def row(run: NotebookRun, code: str, at: str, kind: str, preset: str) -> dict:
+    """The record of one run; ``code`` and ``at`` (the commit) are read before it started, so a notebook edited
+    while it ran is not credited with this run."""
     record = run.record or {}
     error = (run.error or "").strip().splitlines()
     return {
-        "kind": kind, "notebook": run.notebook, "code": code_hash(path), "commit": commit(),
+        "kind": kind, "notebook": run.notebook, "code": code, "commit": at,
         "date": time.strftime("%Y-%m-%d %H:%M"), "preset": preset, "parameters": run.parameters,
         "passed": run.passed, "recorded": run.record is not None,
         "checks": record.get("checks", {}), "guards": record.get("guards", {}),
@@ -208,10 +210,11 @@ def main(argv: list[str] | None = None) -> int:
             for kind, extra in plans:
                 parameters = {"preset": args.preset, **extra}
                 print(f"{path.stem} {kind} {extra or ''} ...", flush=True)
+                code, at = code_hash(path), commit()  # what this run executes, read before it starts
                 with tempfile.TemporaryDirectory(prefix="grpo-course-run-folders-") as folders:  # 08's, 12's models
                     run = execute_notebook(path, out / f"{kind}-{'-'.join(map(str, extra.values())) or 'as-written'}",
                                            parameters, run_folders=Path(folders))  # fmt: skip
-                new = row(run, path, kind, args.preset)
+                new = row(run, code, at, kind, args.preset)
                 print(f"  {run.status} in {new['minutes']} min; checks {new['checks']}", flush=True)
                 RECORD.parent.mkdir(parents=True, exist_ok=True)
                 with RECORD.open("a") as f:

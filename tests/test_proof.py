@@ -203,3 +203,27 @@ def test_two_runs_side_by_side_both_reach_the_tables(tmp_path, monkeypatch):
     assert prove.main(["seeds", str(first), "--seeds", "404", "--out", str(tmp_path / "runs")]) == 0
     assert "| 01_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "this lane's run"
     assert "| 02_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "and the run the other lane appended"
+
+
+def test_a_run_is_recorded_under_the_code_it_ran_not_the_code_after_it(tmp_path, monkeypatch):
+    """A notebook edited while its seed run executes: the row carries the hash read before the run started, so
+    the table does not credit the edited notebook with a run of the old code (seen 2026-12-05)."""
+    prove = _prove()
+    notebook = _notebook(tmp_path)
+    before = prove.code_hash(notebook)
+    record, doc = tmp_path / "proof.jsonl", tmp_path / "PROOF.md"
+    doc.write_text(f"# Proof\n{prove.START}\n{prove.END}\n")
+
+    def run_notebook(path, out, parameters, run_folders=None):
+        _notebook(tmp_path, code="x = 2")  # the edit lands while the run executes
+        return prove.NotebookRun(path.stem, out, 60.0, record={"passed": True, "checks": {"g": True}},
+                                 parameters=parameters)  # fmt: skip
+
+    monkeypatch.setattr(prove, "execute_notebook", run_notebook)
+    monkeypatch.setattr(prove, "course_notebooks", lambda: [notebook])
+    monkeypatch.setattr(prove, "RECORD", record)
+    monkeypatch.setattr(prove, "DOC", doc)
+    monkeypatch.setattr(prove, "REPO_ROOT", tmp_path)
+    prove.main(["seeds", str(notebook), "--seeds", "404", "--out", str(tmp_path / "runs")])
+    assert [r["code"] for r in prove.load(record)] == [before] != [prove.code_hash(notebook)]
+    assert "No seed runs of the current notebooks yet." in doc.read_text()  # the edited notebook has none
