@@ -512,7 +512,7 @@ def tool_rollouts(
                 rollouts[i] += replies
                 called.append(i)
         budgets = [max_completion_length - used[i] for i in called]
-        answers, _ = complete([[*prompts[i], *rollouts[i]] for i in called], budgets) if called else ([], [])
+        answers, _ = complete([[*prompts[i], *rollouts[i]] for i in called], budgets)
         for i, answer in zip(called, answers, strict=True):
             rollouts[i].append(answer)
     finally:
