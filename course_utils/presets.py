@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 from course_utils import hardware as _hardware
 from course_utils.hardware import Hardware, detect_hardware
+
+if TYPE_CHECKING:  # torch is imported where it is used
+    import torch
 
 #: Environment variable that overrides ``preset="auto"`` (e.g. ``COURSE_PRESET=cpu-ci make lab``).
 PRESET_ENV = "COURSE_PRESET"
@@ -177,6 +181,25 @@ def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> P
     if enabled and hardware.kind == "cpu" and not preset.fp16 and _hardware.cpu_has_native_bf16():
         return preset.with_overrides(bf16=True)
     return preset
+
+
+def in_training_precision(preset: Preset, hardware: Hardware) -> torch.autocast:
+    """A region (``with`` or a decorator) that runs model calls in the precision ``preset`` trains in.
+
+    bf16 autocast when the preset trains under bf16 (``with_cpu_bf16``), else nothing changes. Held-out answers,
+    samples and judges outside the trainer go inside it, so the base model and a trained one are measured in the
+    trainings' precision: a gain is then learning, not a change of precision. An fp16 preset (a T4) measures in
+    float32, since fp16 autocast is for training only.
+
+    >>> cpu = Hardware(kind="cpu", device="cpu", name="CPU")
+    >>> import torch
+    >>> with in_training_precision(get_preset("cpu-ci", cpu).with_overrides(bf16=True), cpu):
+    ...     torch.is_autocast_enabled("cpu")
+    True
+    """
+    import torch
+
+    return torch.autocast(hardware.device, dtype=torch.bfloat16, enabled=preset.bf16)
 
 
 def split_batch(global_batch: int, num_generations: int, num_processes: int = 1, steps_per_generation: int = 1) -> int:

@@ -178,3 +178,24 @@ def test_cpu_bf16_leaves_an_fp16_preset_alone(monkeypatch):
     monkeypatch.setattr(hardware_module, "cpu_has_native_bf16", lambda: True)
     fp16 = get_preset("cpu-ci", CPU).with_overrides(fp16=True)
     assert with_cpu_bf16(fp16, CPU) == fp16  # choosing both is refused by the preset's validation
+
+
+@pytest.mark.parametrize(("bf16", "fp16"), [(True, False), (False, False), (False, True)])
+def test_in_training_precision_autocasts_only_a_bf16_preset(bf16, fp16):
+    import torch
+
+    from course_utils.presets import in_training_precision
+
+    preset = get_preset("cpu-ci", CPU).with_overrides(bf16=bf16, fp16=fp16)
+    layer = torch.nn.Linear(4, 4)
+    region = in_training_precision(preset, CPU)
+    with region:
+        inside = layer(torch.ones(1, 4)).dtype
+    assert inside == (torch.bfloat16 if bf16 else torch.float32)  # fp16 (a T4) measures in float32
+    assert layer(torch.ones(1, 4)).dtype == torch.float32  # the region ended with the block
+
+    @in_training_precision(preset, CPU)
+    def measured():
+        return layer(torch.ones(1, 4)).dtype
+
+    assert measured() == measured() == inside  # a decorator too, entered once per call
