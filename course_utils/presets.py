@@ -188,8 +188,8 @@ def in_training_precision(preset: Preset, hardware: Hardware) -> torch.autocast:
 
     bf16 autocast when the preset trains under bf16 (``with_cpu_bf16``), else nothing changes. Held-out answers,
     samples and judges outside the trainer go inside it, so the base model and a trained one are measured in the
-    trainings' precision: a gain is then learning, not a change of precision. An fp16 preset (a T4) measures in
-    float32, since fp16 autocast is for training only.
+    trainings' precision: a gain is then learning, not a change of precision. An fp16 preset (a T4) gets no
+    region: its measurements run in float32.
 
     >>> cpu = Hardware(kind="cpu", device="cpu", name="CPU")
     >>> import torch
