@@ -31,6 +31,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from course_utils import cache
 from course_utils.hardware import Hardware, detect_hardware
+from course_utils.library_warnings import hide_library_warnings
 from course_utils.trl_fixes import apply_trl_fixes
 
 HUB_MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -44,6 +45,7 @@ CACHE_ENV = cache.CACHE_ENV
 cache_dir = cache.cache_dir
 
 apply_trl_fixes()  # every notebook imports this module; describe_environment() lists what was applied
+hide_library_warnings()  # three notices the libraries print about each other (course_utils.library_warnings)
 
 
 class ModelUnavailableError(RuntimeError):
