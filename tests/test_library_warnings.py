@@ -1,5 +1,7 @@
 """The three library notices are hidden once course_utils.models is imported; every other warning still shows."""
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -7,7 +9,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig
 
-import course_utils.models  # noqa: F401  (applies the filters, as in every notebook)
 from course_utils.library_warnings import HIDDEN, hide_library_warnings
 
 
@@ -38,3 +39,17 @@ def test_only_the_exact_message_and_category_are_hidden(start, category):
     later = "Note: " + start  # the filter matches from the message's start
     assert shown(lambda: warnings.warn(later, category, stacklevel=2)) == [later]
 
+
+def test_a_notebook_that_imports_course_utils_models_sees_none_of_them():
+    """In a fresh interpreter, as a notebook's kernel is: the import alone installs the filters."""
+    script = (
+        "import course_utils.models\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
+        "LlamaForCausalLM(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,"
+        " num_attention_heads=2, num_key_value_heads=2)).is_gradient_checkpointing\n"
+        "import warnings; warnings.warn('a warning of your own', UserWarning)\n"
+    )
+    result = subprocess.run([sys.executable, "-W", "always", "-c", script], capture_output=True, text=True,
+                            timeout=300, check=True)
+    assert "is_gradient_checkpointing" not in result.stderr
+    assert "a warning of your own" in result.stderr  # every other warning still shows
