@@ -435,6 +435,22 @@ def check_tracking(report_to: str | Sequence[str] | None) -> None:
             )
 
 
+AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")  # GRPOConfig.multi_objective_aggregation, TRL 1.16
+
+
+def check_aggregation(aggregation: str) -> None:
+    """``multi_objective_aggregation`` is one TRL knows (TRL itself would only say so at the first step).
+
+    >>> check_aggregation("normalize_then_sum")
+    """
+    if aggregation not in AGGREGATIONS:
+        raise PreflightError(
+            f"multi_objective_aggregation={aggregation!r} is not one TRL knows: use \"sum_then_normalize\" (TRL's "
+            f'default: weighted sum, then the group advantage) or "normalize_then_sum" (GDPO: each reward '
+            f"normalised within its group, then weighted and summed)."
+        )
+
+
 def prompt_token_counts(dataset: Dataset, tokenizer: Any) -> list[int]:
     """Tokens in each row's prompt as the model will see it (chat template applied to chat prompts)."""
     counts = []
@@ -511,6 +527,7 @@ def preflight(
     attempt(check_precision, bool(args.bf16), bool(args.fp16), hardware)
     attempt(check_pad_token, tokenizer)
     attempt(check_tracking, args.report_to)
+    attempt(check_aggregation, getattr(args, "multi_objective_aggregation", AGGREGATIONS[0]))
     cautions: list[str] = []
     if dataset_ok:
         longest = attempt(

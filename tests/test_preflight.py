@@ -143,17 +143,18 @@ def test_preflight_lists_every_problem_at_once(tmp_path):
     rows = Dataset.from_dict({"prompt": [CHAT] * 4})
     with pytest.raises(PreflightError) as caught:
         preflight(
-            config(tmp_path, fp16=True),
+            config(tmp_path, fp16=True, multi_objective_aggregation="gdpo"),
             rows,
             _Tokenizer(pad_token=None, eos_token=None),
             [correctness_reward],
             hardware=CPU,
         )
     message = str(caught.value)
-    assert message.startswith("3 problem(s) before training:")
+    assert message.startswith("4 problem(s) before training:")
     assert "'correctness_reward' takes ['answer']" in message
     assert "fp16=True needs a CUDA GPU" in message
     assert "neither a pad token" in message
+    assert "multi_objective_aggregation='gdpo' is not one TRL knows" in message  # TRL would fail at step 1
 
 
 def test_preflight_on_the_course_model_and_data(course_model, tmp_path):
