@@ -338,9 +338,24 @@ def answer_reward(completions: Sequence[Any], answer: Sequence[Any], **kwargs: A
     return rewards
 
 
-def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+def _numbers(text: Any) -> list[str]:
+    """The integers written in a text, sorted: ``"47 + 38"`` and ``"What is 38 + 47?"`` both give ``["38", "47"]``."""
+    return sorted(re.findall(r"\d+", str(text)))
+
+
+def _about_the_question(call: dict[str, Any], question: str) -> bool:
+    """Whether a parsed call's ``expression`` holds exactly the numbers of the question, no more, no fewer."""
+    arguments = call.get("arguments")
+    expression = arguments.get("expression", "") if isinstance(arguments, dict) else ""
+    return _numbers(expression) == _numbers(question)
+
+
+def wellformed_call_reward(
+    completions: Sequence[Any], question: Sequence[str] | None = None, **kwargs: Any
+) -> list[float]:
     """The share of the rollout's tool-call attempts that came out clean, paid only when the rollout then ends on
-    a bare number, right or wrong (:func:`answer_reward` judges which); 0.0 when it tried none.
+    a bare number, right or wrong (:func:`answer_reward` judges which), and, when the dataset has a ``question``
+    column, only when every parsed call computes with the question's own numbers; 0.0 when it tried none.
 
     A call is clean when TRL parsed it from a turn that holds nothing else. A ``<tool_call>`` left as text is
     an attempt that failed, and so is every call of a turn that also writes text: a policy that learned to
@@ -349,9 +364,13 @@ def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[fl
     The reward pays for the exchange the system prompt asks for, a call and then a number, not for calls alone:
     a policy that calls again instead of answering (seed 202, 2026-12-05), echoes the tool's reply (seeds 101 and
     404 at 5e-5) or runs out of tokens gets 0.0, so GRPO cannot climb this small reward while answers collapse.
+    Nor can it climb it with a fixed call: for "What is 59 + 67?" a call of ``"1"`` (seed 2020) or of the tool
+    docstring's ``"47 + 38"`` (seed 1515) gets 0.0, and ``"67 + 59"`` or ``"59+67"`` get full credit.
     """
+    if question is not None and len(question) != len(completions):
+        raise ValueError(f"wellformed_call_reward got {len(completions)} completions but {len(question)} questions.")
     rewards = []
-    for completion in completions:
+    for i, completion in enumerate(completions):
         clean = attempts = 0
         for message in _messages(completion):
             if message.get("role") != "assistant":
@@ -360,7 +379,8 @@ def wellformed_call_reward(completions: Sequence[Any], **kwargs: Any) -> list[fl
             unparsed = text.count(_CALL_OPEN)
             attempts += parsed + unparsed
             clean += parsed if not text.strip() else 0
-        rewards.append(clean / attempts if attempts and final_answer(completion) is not None else 0.0)
+        about = question is None or all(_about_the_question(call, question[i]) for call in _calls(completion))
+        rewards.append(clean / attempts if attempts and about and final_answer(completion) is not None else 0.0)
     return rewards
 
 

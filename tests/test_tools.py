@@ -278,6 +278,24 @@ def test_wellformed_call_reward_pays_no_call_whose_turn_also_writes_text():
     assert wellformed_call_reward([stutter, clean_then_stutter, whitespace]) == [0.0, 0.5, 1.0]
 
 
+def test_wellformed_call_reward_with_questions_pays_only_calls_on_the_question_numbers():
+    asked = "What is 59 + 67?"
+    swapped, spaced = rollout("67 + 59", final="126"), rollout("59+67", final="126")
+    constant, example = rollout("1", final="1"), rollout("47 + 38", final="85")  # seeds 2020 and 1515 learned these
+    extra, fewer = rollout("59 + 67 + 1", final="127"), rollout("59", final="59")
+    second_off = rollout("59 + 67", final=None) + rollout("126", reply="126", final="126")  # 2 clean, 1 off topic
+    no_call = rollout(final="126")
+    completions = [swapped, spaced, constant, example, extra, fewer, second_off, no_call]
+    # the same numbers in any order or spacing: 1 of 1; any other number set in any call: 0.0; no call: 0.0
+    assert wellformed_call_reward(completions, question=[asked] * 8) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert wellformed_call_reward(completions)[:4] == [1.0, 1.0, 1.0, 1.0]  # without questions, any clean call pays
+    wrong_arguments = [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "calculator", "arguments": "59 + 67"}}]}, *no_call]  # fmt: skip
+    assert wellformed_call_reward([wrong_arguments], question=[asked]) == [0.0]  # arguments that are not a dict
+    with pytest.raises(ValueError, match="2 completions but 1 questions"):
+        wellformed_call_reward([swapped, spaced], question=[asked])
+
+
 def test_failed_call_penalty_is_minus_the_share_of_calls_that_fail():
     wrong_tool = [{"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "calc", "arguments": {"expression": "2 + 3"}}}]}]  # fmt: skip
