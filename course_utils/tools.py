@@ -267,36 +267,6 @@ def tool_call_examples(
     return Dataset.from_list(examples)
 
 
-def sampled_call_share(
-    model: Any, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Any], tools: Sequence[Any] = (calculator,)
-) -> float:
-    """The mean probability, over ``prompts``, that a first turn sampled at temperature 1 opens with a call.
-
-    Teacher-forced: the probability of the tokens of ``<tool_call>`` right after the generation prompt, from
-    one forward pass over the prompts, with no sampling. Greedy rollouts show only the likelier path; this is
-    the share of GRPO's samples that will call (0.03: about two calls in 64 rollouts). Example::
-
-        sampled_call_share(model, tokenizer, data["train"].select(range(16))["prompt"])  # e.g. 0.12
-    """
-    import torch
-
-    opening = tokenizer(_CALL_OPEN, add_special_tokens=False)["input_ids"]
-    rows = [tokenizer.apply_chat_template(p, tools=list(tools), add_generation_prompt=True, return_dict=False)
-            for p in prompts]  # fmt: skip
-    width = max(len(ids) for ids in rows) + len(opening)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.tensor([r + opening + [pad] * (width - len(r) - len(opening)) for r in rows], device=model.device)
-    mask = torch.tensor([[1] * (len(r) + len(opening)) + [0] * (width - len(r) - len(opening)) for r in rows],
-                        device=model.device)  # fmt: skip
-    with torch.no_grad():  # padded on the right, so no real token attends to padding
-        logps = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
-    shares = []
-    for i, r in enumerate(rows):
-        positions = torch.arange(len(r) - 1, len(r) - 1 + len(opening), device=model.device)
-        shares.append(logps[i, positions, torch.tensor(opening, device=model.device)].sum().exp().item())
-    return sum(shares) / len(shares)
-
-
 # Rewards -----------------------------------------------------------------------------------------------------
 # A rollout is a list of messages: {"role": "assistant", "content": ..., "tool_calls": [...]} when the model
 # called a tool (TRL parsed the call), {"role": "tool", ...} for each reply, and a last assistant message. A call

@@ -7,7 +7,6 @@ as TRL's parser of tool calls needs) and a one-layer Llama. A random tiny model 
 whose ``generate`` writes scripted replies (a good call, a call that fails, a malformed call, a direct answer).
 """
 
-import math
 import pickle
 import re
 
@@ -27,7 +26,6 @@ from course_utils.tools import (
     calculator_problems,
     failed_call_penalty,
     final_answer,
-    sampled_call_share,
     tool_call_examples,
     tool_reply,
     tool_rollouts,
@@ -436,25 +434,6 @@ def test_sft_on_tool_call_examples_trains_on_the_call_only(tmp_path):
     assert '"name": "calculator"' in tokenizer.decode(example["input_ids"])  # the schema is in the prompt
     trainer.train()
     assert trainer.state.log_history[0]["loss"] > 0
-
-
-# How often a warm start's samples call --------------------------------------------------------------------------
-
-
-def test_sampled_call_share_is_the_mean_probability_of_the_call_opening_in_one_padded_batch():
-    tokenizer = use_tool_chat_template(byte_tokenizer())
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(tiny_config(tokenizer)).eval()
-    prompts = calculator_problems(n_train=3, n_test=0, seed=0)["train"]["prompt"]  # questions of unequal length
-    opening = tokenizer("<tool_call>", add_special_tokens=False)["input_ids"]
-    one_by_one = []
-    for prompt in prompts:  # no padding: the probability of each token of "<tool_call>" in turn, multiplied
-        ids = tokenizer.apply_chat_template(prompt, tools=[calculator], add_generation_prompt=True, return_dict=False)
-        with torch.no_grad():
-            logps = torch.log_softmax(model(torch.tensor([ids + opening])).logits[0], -1)
-        one_by_one.append(math.exp(sum(logps[len(ids) - 1 + k, t].item() for k, t in enumerate(opening))))
-    assert len({len(p[-1]["content"]) for p in prompts}) > 1  # the batch is padded
-    assert sampled_call_share(model, tokenizer, prompts) == pytest.approx(sum(one_by_one) / 3, rel=1e-5)
 
 
 # Rollouts outside training -------------------------------------------------------------------------------------
