@@ -56,6 +56,10 @@ So the warm start must show what follows a reply on every row, and leave *when* 
         --call-share 0.25, 4 steps of 16, lr 5e-5: greedy calls 0.325, accuracy 0.325, sampled 0.236
     So two passes teach the format firmly, and a quarter of calling rows keeps the model's prior on answering
     at once: a quarter of GRPO's samples call, and each call is answered right. That is notebook 10's recipe.
+    2026-12-06, tried in notebook 10 and not kept (docs/PROOF.md): its 32 examples make two batches of 16,
+    shuffled each pass, holding 0-4 of the 4 calling first turns, so where step 4 lands varies by seed (on
+    1414, 2424 and 2525 GRPO then sampled almost no call). 32 questions once, or 8 questions in one batch
+    repeated, fixed some of those seeds and failed others (8 questions: seed 0 at 78% held out).
 """
 
 from __future__ import annotations
