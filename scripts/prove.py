@@ -147,6 +147,11 @@ def prove_verdict(on: dict | None, off: dict | None) -> tuple[str, str, str]:
     return on_text, off_text, verdict
 
 
+def latest_seed_runs(runs: list[dict]) -> dict[int, dict]:
+    """Each seed's latest run among one notebook's rows (oldest first): a seed run again counts as it ran last."""
+    return {r["parameters"].get("seed"): r for r in runs if r["kind"] == "seed"}
+
+
 def render(rows: list[dict], notebooks: list[Path]) -> str:
     by_nb = current(rows, notebooks)
     lines = ["### `make prove`: every learning check must fail with GRPO's learning rate at 0", "",
@@ -163,18 +168,19 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
     lines += ["", "### `make seeds`: each notebook as written, with seeds it was not written with", ""]
     if not seeds:
         return "\n".join([*lines, "No seed runs of the current notebooks yet."])
-    lines += ["| notebook | " + " | ".join(f"seed {s}" for s in seeds) + " | passed, of the seeds run |",
-              "|---|" + "---|" * (len(seeds) + 1)]  # fmt: skip
+    lines += ["| notebook | passed, of the seeds run | failing seeds | passing seeds | minutes a run |",
+              "|---|---|---|---|---|"]  # fmt: skip
     for stem, runs in by_nb.items():
-        cells, passed, ran = [], 0, 0
-        for s in seeds:
-            latest = next((r for r in reversed(runs) if r["kind"] == "seed" and r["parameters"].get("seed") == s), None)
-            if latest is None:
-                cells.append("not run")
-                continue
-            passed, ran = passed + latest["passed"], ran + 1
-            cells.append(("pass" if latest["passed"] else "FAIL") + f" ({latest['minutes']} min)")
-        lines.append(f"| {stem} | " + " | ".join(cells) + f" | {passed}/{ran} |")
+        latest = latest_seed_runs(runs)
+        if not latest:
+            lines.append(f"| {stem} | not run | | | |")
+            continue
+        failed = [s for s in sorted(latest) if not latest[s]["passed"]]
+        passed = [s for s in sorted(latest) if latest[s]["passed"]]
+        low, high = min(r["minutes"] for r in latest.values()), max(r["minutes"] for r in latest.values())
+        minutes = f"{low}" if low == high else f"{low}-{high}"
+        lines.append(f"| {stem} | {len(passed)}/{len(latest)} | {', '.join(map(str, failed)) or 'none'} | "
+                     f"{', '.join(map(str, passed)) or 'none'} | {minutes} |")
     return "\n".join(lines)
 
 
@@ -235,11 +241,8 @@ def all_good(rows: list[dict], notebooks: list[Path], mode: str) -> bool:
             if prove_verdict(on, off)[2] != "proved":
                 return False
         else:
-            latest: dict = {}
-            for r in runs:
-                if r["kind"] == "seed":
-                    latest[r["parameters"].get("seed")] = r["passed"]
-            if not latest or not all(latest.values()):
+            latest = latest_seed_runs(runs)
+            if not latest or not all(r["passed"] for r in latest.values()):
                 return False
     return True
 

@@ -80,14 +80,14 @@ def test_seed_table_shows_each_seed_and_the_exit_status_follows_it(tmp_path):
     code = prove.code_hash(nb)
     rows = [_row("seed", {"g": True}, True, code, seed=101), _row("seed", {"g": False}, False, code, seed=202)]
     table = prove.render(rows, [nb])
-    assert "| 01_demo | pass (1.0 min) | FAIL (1.0 min) | 1/2 |" in table
+    assert "| 01_demo | 1/2 | 202 | 101 | 1.0 |" in table  # passed of those run, failing, passing, minutes
     assert not prove.all_good(rows, [nb], "seeds")
     rows.append(_row("seed", {"g": True}, True, code, seed=202))  # the latest run of a seed counts
     assert prove.all_good(rows, [nb], "seeds")
 
 
 def test_seed_table_counts_passes_among_the_seeds_each_notebook_ran(tmp_path):
-    """A seed another notebook ran adds a column; here it is "not run", and 1 of the 1 seed run passed."""
+    """Each notebook counts only the seeds it ran: 1 of its 1 seed run passed, whatever the other ran."""
     prove = _prove()
     first = _notebook(tmp_path)
     second = tmp_path / "02_demo.ipynb"
@@ -96,8 +96,9 @@ def test_seed_table_counts_passes_among_the_seeds_each_notebook_ran(tmp_path):
             _row("seed", {"g": True}, True, prove.code_hash(second), seed=404)]
     rows[1]["notebook"] = "02_demo"
     table = prove.render(rows, [first, second])
-    assert "| 01_demo | pass (1.0 min) | not run | 1/1 |" in table
-    assert "| 02_demo | not run | pass (1.0 min) | 1/1 |" in table
+    assert "| 01_demo | 1/1 | none | 101 | 1.0 |" in table
+    assert "| 02_demo | 1/1 | none | 404 | 1.0 |" in table
+    assert "| 02_demo | not run | | | |" in prove.render(rows[:1], [first, second])
 
 
 def test_docs_tables_are_the_rendered_record():
@@ -201,8 +202,8 @@ def test_two_runs_side_by_side_both_reach_the_tables(tmp_path, monkeypatch):
     monkeypatch.setattr(prove, "DOC", doc)
     monkeypatch.setattr(prove, "REPO_ROOT", tmp_path)
     assert prove.main(["seeds", str(first), "--seeds", "404", "--out", str(tmp_path / "runs")]) == 0
-    assert "| 01_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "this lane's run"
-    assert "| 02_demo | pass (1.0 min) | 1/1 |" in doc.read_text(), "and the run the other lane appended"
+    assert "| 01_demo | 1/1 | none | 404 | 1.0 |" in doc.read_text(), "this lane's run"
+    assert "| 02_demo | 1/1 | none | 404 | 1.0 |" in doc.read_text(), "and the run the other lane appended"
 
 
 def test_a_run_is_recorded_under_the_code_it_ran_not_the_code_after_it(tmp_path, monkeypatch):
