@@ -164,13 +164,13 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
         latest = off or on
         when = f"{latest['date']}, {latest['commit']}" if latest else ""
         lines.append(f"| {stem} | {on_text} | {off_text} | {verdict} | {when} |")
+    seed_runs = {stem: latest_seed_runs(runs) for stem, runs in by_nb.items()}
     lines += ["", "### `make seeds`: each notebook as written, with seeds it was not written with", ""]
-    if not any(latest_seed_runs(runs) for runs in by_nb.values()):
+    if not any(seed_runs.values()):
         return "\n".join([*lines, "No seed runs of the current notebooks yet."])
     lines += ["| notebook | passed, of the seeds run | failing seeds | passing seeds | minutes a run |",
               "|---|---|---|---|---|"]  # fmt: skip
-    for stem, runs in by_nb.items():
-        latest = latest_seed_runs(runs)
+    for stem, latest in seed_runs.items():
         if not latest:
             lines.append(f"| {stem} | not run | | | |")
             continue

@@ -74,7 +74,7 @@ def test_rows_count_only_for_the_code_they_ran_on(tmp_path):
     assert "No seed runs" in prove.render(rows, [nb])
 
 
-def test_seed_table_shows_each_seed_and_the_exit_status_follows_it(tmp_path):
+def test_seed_table_names_failing_and_passing_seeds_and_the_exit_status_follows_it(tmp_path):
     prove = _prove()
     nb = _notebook(tmp_path)
     code = prove.code_hash(nb)
