@@ -14,8 +14,9 @@
 * :mod:`course_utils.warm_start`: a short supervised warm start that teaches the answer format.
 * :mod:`course_utils.objectives`: notebook 06's GRPO loss and its family (Dr. GRPO, DAPO, GSPO, CISPO, SAPO).
 * :mod:`course_utils.tools`: tool use (notebook 10): a calculator tool, the ChatML tool template, data and rewards.
-* :mod:`course_utils.trl_fixes`: speed fixes to the installed TRL, equal in results up to float rounding
-  (applied on import of :mod:`course_utils.models`).
+* :mod:`course_utils.trl_fixes`: fixes to the installed TRL (applied on import of :mod:`course_utils.models`):
+  two for speed, equal in results up to float rounding, and one so that ``stop_strings`` in
+  ``GRPOConfig.generation_kwargs`` work.
 
 Repository tooling (running the notebooks headless, ``make doctor``) lives in ``scripts/``, not here: this
 package is what a notebook imports, on any machine, without the repository's layout.

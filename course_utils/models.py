@@ -11,8 +11,8 @@ Any other Hub id or local directory is loaded as given, through the same code pa
 checked first (it exists and has config.json, weights and tokenizer files), and every error names the
 setting to change (``model_name`` or ``COURSE_MODEL``).
 
-Importing this module also applies :mod:`course_utils.trl_fixes` (speed fixes to TRL; results equal up to
-float rounding).
+Importing this module also applies :mod:`course_utils.trl_fixes` (two speed fixes to TRL, results equal up to
+float rounding, and one so that ``stop_strings`` in ``GRPOConfig.generation_kwargs`` work).
 """
 
 from __future__ import annotations

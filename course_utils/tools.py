@@ -35,6 +35,7 @@ from transformers import PreTrainedTokenizerBase
 from course_utils.data import distinct_draws
 from course_utils.evaluation import weights_precision
 from course_utils.rewards import parse_number
+from course_utils.trl_fixes import end_stopped_turns
 
 #: The system prompt for the tool runs: the tool's schema is appended to it by the chat template.
 TOOL_SYSTEM_PROMPT = (
@@ -471,6 +472,7 @@ def tool_rollouts(
     tools: Sequence[Any] = (calculator,),
     *,
     max_completion_length: int = 96,
+    stop_strings: Sequence[str] = (),
     batch_size: int = 40,
 ) -> list[list[dict[str, Any]]]:
     """Greedy rollouts of ``prompts`` as ``GRPOTrainer(tools=...)`` runs them with ``max_tool_calling_iterations=1``.
@@ -487,6 +489,14 @@ def tool_rollouts(
     import torch
     from trl.chat_template_utils import parse_response
 
+    if stop_strings and tokenizer.pad_token_id != tokenizer.eos_token_id:
+        raise ValueError(
+            f"tool_rollouts(stop_strings=...) needs a pad token that ends a sequence, as GRPOTrainer does: this "
+            f"tokenizer pads with {tokenizer.pad_token!r}. Set tokenizer.pad_token = tokenizer.eos_token, or pass "
+            f"no stop_strings."
+        )
+    stops = {"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}
+
     def complete(conversations: list[list[dict[str, Any]]], budgets: list[int]) -> tuple[list[dict], list[int]]:
         """Each conversation's next assistant turn, at most its budget of tokens, and how many tokens it took."""
         padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
@@ -502,13 +512,15 @@ def tool_rollouts(
                 with torch.no_grad(), weights_precision(model):  # float32 also after a bf16/fp16 trainer
                     out = model.generate(
                         **batch, max_new_tokens=max(limits), do_sample=False, temperature=None, top_p=None,
-                        top_k=None, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                        top_k=None, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **stops,
                     )  # fmt: skip
                 width = batch["input_ids"].shape[1]
                 rows = zip(batch["input_ids"], batch["attention_mask"], out.tolist(), limits, strict=True)
                 for ids, mask, row, limit in rows:
                     new = row[width:]
                     new = new[: new.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in new else new
+                    if stop_strings:  # as in training: a turn that stopped ends with the end-of-sequence token
+                        (new,) = end_stopped_turns([new], tokenizer, stop_strings, max_completion_length)
                     new = new[:limit]  # greedy: the same tokens as generating at most `limit` of them
                     prefix = ids[mask.bool()].tolist()
                     messages.append(parse_response(tokenizer, new, prefix=prefix, tools=list(tools)))

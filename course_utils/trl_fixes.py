@@ -1,4 +1,5 @@
-"""Fixes to the installed TRL that change how fast it runs; what it computes changes only by float rounding.
+"""Fixes to the installed TRL: two change only how fast it runs (what it computes changes by float rounding at
+most), and one makes a documented setting work.
 
 :mod:`course_utils.models` applies them when it is imported (every notebook imports it), and
 :func:`course_utils.hardware.describe_environment` lists the ones applied, so a notebook's output says so.
@@ -24,6 +25,18 @@ copies are made once per call and dropped when it returns (the weights change on
 tokens are identical (every op casts to the same dtype as before); the call took 2.6-2.7 s instead
 (``docs/BENCHMARKS.md``, "Sampling under one autocast region").
 
+**``stop_strings`` in ``GRPOConfig.generation_kwargs`` stop a turn.** TRL 1.16 passes ``generation_kwargs`` into
+the ``GenerationConfig`` it samples with, but calls ``model.generate`` without the tokenizer, and transformers needs
+the tokenizer to find a stop string in the tokens, so it raises instead (TRL issue #2820, "Support stop strings list
+for GRPO", is open). :func:`apply_trl_fixes` passes the trainer's tokenizer to that one call when the config holds
+stop strings; without them, and with vLLM (which takes its own ``stop``), TRL runs as installed. Transformers pads a
+row that stopped early, and TRL keeps a completion up to its first end-of-sequence token, so the padding would stay
+in the completion unless padding ends a sequence: with a tokenizer whose pad token does not, the fix stops with an
+error that says what to set. SmolLM2 pads with its end of turn, ``<|im_end|>``, so a stopped turn ends
+``</tool_call><|im_end|>``, as a call turn ends in its chat template (notebook 10, section 6). The row that stops
+last in a batch gets no padding; the fix adds the end-of-turn token to it (:func:`end_stopped_turns`), so every
+stopped turn ends the same way, and the tool's reply always follows a finished turn.
+
 ``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL as installed (to compare, or to rule the fixes out
 when something looks wrong).
 
@@ -36,15 +49,23 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from course_utils.switches import switch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 #: The line of ``add_fused_lm_head`` that picks the compact path; the fix is applied only while TRL has it.
 COMPACT_LINE = "compact = _use_triton(hidden_states.device)"
 COMPACT_FIX = "LM head scores completion tokens only on CPU (TRL projects every position there)"
 SAMPLING_FIX = "sampling in bf16/fp16 casts the weights once per call (TRL cast them at every decoding step)"
+STOP_STRINGS_FIX = "stop_strings in generation_kwargs stop a turn (TRL does not give generate the tokenizer they need)"
+#: The call in ``GRPOTrainer._generate_single_turn`` the stop-strings fix gives the tokenizer to.
+GENERATE_CALL = "unwrapped_model.generate("
 #: accelerate's mixed-precision setting -> the autocast dtype it applies to ``forward``
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Environment variable: 0 leaves TRL as installed; unset or 1 applies the fixes.
@@ -78,17 +99,81 @@ def _one_autocast_region(original):
     return generate_single_turn
 
 
-def _apply_sampling_fix() -> None:
+def _stop_strings_with_tokenizer(original):
+    @functools.wraps(original)
+    def generate_single_turn(self, *args, **kwargs):
+        stops = getattr(self.generation_config, "stop_strings", None)
+        if not stops or self.use_vllm or self.use_transformers_continuous_batching:  # TRL's path, as installed
+            return original(self, *args, **kwargs)
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)  # a processor holds one
+        if tokenizer.pad_token_id not in self.eos_token_ids:
+            raise ValueError(
+                f"GRPOConfig(generation_kwargs={{'stop_strings': ...}}) needs a pad token that ends a sequence: "
+                f"TRL keeps a stopped completion's padding up to the first end-of-sequence token, and this tokenizer "
+                f"pads with {tokenizer.pad_token!r}. Set tokenizer.pad_token = tokenizer.eos_token before building "
+                f"the trainer, or leave stop_strings out."
+            )
+        model = self.accelerator.unwrap_model(self.model_wrapped)  # the object TRL calls generate on
+        own = model.__dict__.get("generate")  # an instance's own generate, if it has one, is put back after
+        model.generate = functools.partial(model.generate, tokenizer=tokenizer)
+        try:
+            completion_ids, logprobs = original(self, *args, **kwargs)
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
+        return end_stopped_turns(completion_ids, tokenizer, stops, self.generation_config.max_new_tokens), logprobs
+
+    generate_single_turn.course_fix = True
+    generate_single_turn.original = original
+    return generate_single_turn
+
+
+def end_stopped_turns(
+    rows: list[list[int]], tokenizer: PreTrainedTokenizerBase, stop_strings: Sequence[str], max_new_tokens: int
+) -> list[list[int]]:
+    """Each row that ends on a stop string, with room left, gets the end-of-sequence token after it.
+
+    ``generate`` pads a row that stopped before the others, and with padding that ends a sequence such a row ends
+    ``</tool_call><|im_end|>``; the last row of a batch to stop gets no padding. With the token added, every
+    stopped turn ends the same way, the way the chat template ends a call turn. ``tool_rollouts`` does the same.
+
+    >>> end_stopped_turns([[5, 6]], tokenizer, ["</tool_call>"], 96)  # doctest: +SKIP
+    """
+    ended = []
+    for row in rows:
+        stopped = row and row[-1] != tokenizer.eos_token_id and len(row) < max_new_tokens
+        if stopped and tokenizer.decode(row).endswith(tuple(stop_strings)):
+            row = [*row, tokenizer.eos_token_id]
+        ended.append(row)
+    return ended
+
+
+def installed_method(method):
+    """The method as TRL installed it, under however many of this module's wrappers."""
+    while getattr(method, "course_fix", False):
+        method = method.original
+    return method
+
+
+def _apply_sampling_fixes() -> None:
     from trl import GRPOTrainer
 
     method = GRPOTrainer._generate_single_turn
     if not getattr(method, "course_fix", False):
-        # it assumes TRL samples through this one method, outside any autocast region (tests/test_trl_fixes.py)
+        # both assume TRL samples through this one method (tests/test_trl_fixes.py): the autocast region, that it
+        # does so outside any region; the stop strings, that it calls generate there once, without the tokenizer
         if "self._generate_single_turn(" not in inspect.getsource(GRPOTrainer._generate):
             return
+        source = inspect.getsource(method)
+        if source.count(GENERATE_CALL) == 1 and "tokenizer=" not in source:
+            method = _stop_strings_with_tokenizer(method)
         GRPOTrainer._generate_single_turn = _one_autocast_region(method)
-    if SAMPLING_FIX not in _applied:
-        _applied.append(SAMPLING_FIX)
+    stop_strings_fixed = getattr(GRPOTrainer._generate_single_turn.original, "course_fix", False)
+    for fix in [SAMPLING_FIX, *([STOP_STRINGS_FIX] if stop_strings_fixed else [])]:
+        if fix not in _applied:
+            _applied.append(fix)
 
 
 def apply_trl_fixes() -> list[str]:
@@ -109,7 +194,7 @@ def apply_trl_fixes() -> list[str]:
         if use_triton is not None and COMPACT_LINE in source and source.count("_use_triton(") == 1:
             trl_utils._use_triton = _compact_on_cpu(use_triton)
             _applied.append(COMPACT_FIX)
-    _apply_sampling_fix()
+    _apply_sampling_fixes()
     return list(_applied)
 
 

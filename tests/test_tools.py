@@ -340,9 +340,14 @@ class ScriptedLlama(LlamaForCausalLM):
 
     script_tokenizer = None
     replies: list[str] = []
+    stutter = False  # row 0's good call writes "</tool_call>" three times, as seed 2222's policy learned to
 
     def generate(self, input_ids, attention_mask=None, **kwargs):
         tokenizer = self.script_tokenizer
+        config = kwargs.get("generation_config")
+        stops = kwargs.get("stop_strings") or getattr(config, "stop_strings", None) or []
+        if stops and kwargs.get("tokenizer") is None:  # as transformers: it finds stop strings with the tokenizer
+            raise ValueError("When generating with stop strings, you must pass the model's tokenizer")
         rows = []
         for i, (ids, mask) in enumerate(zip(input_ids, attention_mask, strict=True)):
             text = tokenizer.decode(ids[mask.bool()])
@@ -354,8 +359,11 @@ class ScriptedLlama(LlamaForCausalLM):
                 reply = [call_text(expression), call_text(expression.split()[0] + " +"),
                          call_text(expression)[:-len("}\n</tool_call>")] + "\n</tool_call>",
                          calculator(expression)][i % 4]  # fmt: skip
+                reply += "\n</tool_call>" * 2 if self.stutter and i % 4 == 0 else ""
             self.replies.append(reply)
-            ids = tokenizer(reply + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            ends = [reply.index(stop) + len(stop) for stop in stops if stop in reply]
+            # as transformers stops: the text up to the first stop string, then padding; else the end of turn
+            ids = tokenizer(reply[: min(ends)] if ends else reply + "<|im_end|>", add_special_tokens=False)["input_ids"]
             rows.append(ids[: kwargs["generation_config"].max_new_tokens] if "generation_config" in kwargs else
                         ids[: kwargs.get("max_new_tokens", len(ids))])  # fmt: skip
         width = max(map(len, rows))
@@ -504,6 +512,47 @@ def test_tool_rollouts_match_what_grpo_passes_to_the_rewards(tmp_path, budget):
         assert tool_use_report(rollouts, answers) == {
             "accuracy": 2 / 4, "calls": 2 / 4, "failed_calls": 1 / 4, "unparsed_calls": 1 / 4,
         }  # fmt: skip
+
+
+def test_tool_rollouts_stop_each_turn_where_grpo_stops_it(tmp_path):
+    """With ``stop_strings``, a call turn that writes ``</tool_call>`` again and again ends at the first one, in
+    GRPOTrainer's loop (given the tokenizer by course_utils.trl_fixes) and in tool_rollouts alike."""
+    tokenizer = use_tool_chat_template(byte_tokenizer())
+    tokenizer.pad_token = tokenizer.eos_token  # stop strings need padding that ends a sequence
+    torch.manual_seed(0)
+    model = ScriptedLlama(tiny_config(tokenizer))
+    model.script_tokenizer, model.replies, model.stutter = tokenizer, [], True
+    seen = []
+
+    def recorder(prompts, completions, **kwargs):
+        seen.extend(zip([p[:2] for p in prompts], completions, strict=True))
+        return [0.0] * len(completions)
+
+    stops = ["</tool_call>"]
+    args = GRPOConfig(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=256, max_tool_calling_iterations=1, learning_rate=0.0, logging_steps=1,
+        save_strategy="no", report_to="none", bf16=False, use_cpu=True, seed=0,
+        generation_kwargs={"stop_strings": stops},
+    )  # fmt: skip
+    data = calculator_problems(n_train=2, n_test=0, seed=0)["train"]
+    GRPOTrainer(model=model, reward_funcs=[recorder], args=args, train_dataset=data, processing_class=tokenizer,
+                tools=[calculator]).train()  # fmt: skip
+    prompts, completions = zip(*seen, strict=True)
+    rollouts = tool_rollouts(model, tokenizer, list(prompts), max_completion_length=256, stop_strings=stops)
+    assert rollouts == list(completions)
+    assert model.replies[0].count("</tool_call>") == 3, "the script stuttered"
+    stuttered = rollouts[0]  # stopped after its first </tool_call>: the call ran and the answer followed
+    assert [m["role"] for m in stuttered] == ["assistant", "tool", "assistant"]
+    expression = stuttered[0]["tool_calls"][0]["function"]["arguments"]["expression"]
+    assert stuttered[0]["content"] == ""  # nothing after the call: the stutter was cut off
+    assert stuttered[1]["content"] == stuttered[2]["content"] == calculator(expression)
+
+
+def test_tool_rollouts_stop_strings_need_padding_that_ends_a_sequence():
+    tokenizer = use_tool_chat_template(byte_tokenizer())  # pads with "<pad>", which ends nothing
+    with pytest.raises(ValueError, match=r"pads with '<pad>'. Set tokenizer.pad_token = tokenizer.eos_token"):
+        tool_rollouts(None, tokenizer, [], stop_strings=["</tool_call>"])
 
 
 # An environment ------------------------------------------------------------------------------------------------

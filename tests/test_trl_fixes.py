@@ -8,18 +8,20 @@ import torch
 import course_utils.models  # noqa: F401  (importing it applies the fixes, as in every notebook)
 from course_utils import trl_fixes
 
+ALL_FIXES = [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX, trl_fixes.STOP_STRINGS_FIX]
+
 
 def test_the_installed_trl_gets_the_compact_lm_head_fix():
     """If this fails after a TRL upgrade, read trl/trainer/utils.py's add_fused_lm_head: if the new TRL scores only
     the labelled rows on a CPU by itself, delete the fix; if it still picks the path in another way, update it."""
     from trl.trainer import utils as trl_utils
 
-    assert trl_fixes.applied_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]
+    assert trl_fixes.applied_trl_fixes() == ALL_FIXES
     assert trl_utils._use_triton(torch.device("cpu")), "a CPU takes TRL's compact path"
     original = trl_utils._use_triton.original
     for device in ("cuda", "xpu", "meta"):  # elsewhere TRL decides, as before
         assert trl_utils._use_triton(torch.device(device)) == original(torch.device(device))
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]  # again: no change
+    assert trl_fixes.apply_trl_fixes() == ALL_FIXES  # again: no change
     assert trl_utils._use_triton.original is original, "applied twice, it would wrap itself"
 
 
@@ -30,7 +32,7 @@ def test_a_changed_trl_is_left_alone(monkeypatch):
     monkeypatch.setattr(trl_utils, "_use_triton", original)
     monkeypatch.setattr(trl_fixes, "_applied", [])
     monkeypatch.setattr(trl_fixes, "COMPACT_LINE", "compact = some_other_rule(hidden_states.device)")
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.SAMPLING_FIX]
+    assert trl_fixes.apply_trl_fixes() == [trl_fixes.SAMPLING_FIX, trl_fixes.STOP_STRINGS_FIX]
     assert trl_utils._use_triton is original
 
 
@@ -88,7 +90,7 @@ def test_the_environment_variable_turns_the_fixes_off_or_names_what_to_set(monke
     with pytest.raises(ValueError, match="GRPO_COURSE_TRL_FIXES='off' is not understood: set it to 1 .* or 0"):
         trl_fixes.apply_trl_fixes()
     monkeypatch.setenv(trl_fixes.FIXES_ENV, "1")
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX]
+    assert trl_fixes.apply_trl_fixes() == ALL_FIXES
     assert trl_utils._use_triton.original is original
 
 
@@ -99,7 +101,7 @@ def test_trl_samples_through_one_method_outside_any_autocast_region():
 
     assert GRPOTrainer._generate_single_turn.course_fix
     assert "self._generate_single_turn(" in inspect.getsource(GRPOTrainer._generate)
-    assert "autocast" not in inspect.getsource(GRPOTrainer._generate_single_turn.original)
+    assert "autocast" not in inspect.getsource(trl_fixes.installed_method(GRPOTrainer._generate_single_turn))
 
 
 def _sample_in_bf16(model, tokenizer, tmp_path, sampling):
@@ -132,7 +134,7 @@ def test_bf16_sampling_casts_each_weight_once_per_call_same_tokens(tiny_model, t
 
     fixed = GRPOTrainer._generate_single_turn
     with_fix = _sample_in_bf16(tiny_model, tiny_tokenizer, tmp_path / "a", fixed)
-    as_installed = _sample_in_bf16(tiny_model, tiny_tokenizer, tmp_path / "b", fixed.original)
+    as_installed = _sample_in_bf16(tiny_model, tiny_tokenizer, tmp_path / "b", trl_fixes.installed_method(fixed))
     assert with_fix[0] == as_installed[0], "the same tokens"
     assert sum(map(len, with_fix[0])) > 4, "a comparison of empty completions proves nothing"
     # the tiny Llama's 7 weight matrices (q, k, v, o, gate, up, down): cast once in the call with the fix, and once
@@ -140,3 +142,75 @@ def test_bf16_sampling_casts_each_weight_once_per_call_same_tokens(tiny_model, t
     assert with_fix[1] == 7
     assert as_installed[1] >= 3 * with_fix[1]
     assert not torch.is_autocast_enabled("cpu"), "the region ended with the call"
+
+
+#: Stop strings a random tiny model writes often: any lowercase letter (26 of the byte tokenizer's 259 tokens).
+LETTERS = list("abcdefghijklmnopqrstuvwxyz")
+
+
+def _sample(tmp_path, sampling, generation_kwargs, pad="<|im_end|>"):
+    """A random one-layer Llama over the byte tokenizer samples 8 completions of up to 12 tokens in a float32
+    GRPOTrainer with ``sampling`` as its sampling method; returns them as lists of tokens."""
+    from datasets import Dataset
+    from test_tools import byte_tokenizer, tiny_config
+    from transformers import LlamaForCausalLM, set_seed
+    from trl import GRPOConfig, GRPOTrainer
+
+    tokenizer = byte_tokenizer()
+    tokenizer.pad_token = pad
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(tiny_config(tokenizer))
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": "Hi"}]}] * 2)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, use_cpu=True,
+                      max_completion_length=12, report_to="none", save_strategy="no",
+                      generation_kwargs=generation_kwargs)  # fmt: skip
+    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
+                          train_dataset=prompts, processing_class=tokenizer)  # fmt: skip
+    prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=False)
+                  for p in prompts["prompt"] for _ in range(4)]  # fmt: skip
+    set_seed(0)
+    ids, _ = sampling(trainer, prompt_ids, None, {}, 4)
+    assert "generate" not in model.__dict__, "the tokenizer is given to that one call only"
+    return [tokenizer.convert_ids_to_tokens(row) for row in ids]
+
+
+def _first_letter(row: list[str]) -> int | None:
+    return next((i for i, token in enumerate(row) if token in LETTERS), None)
+
+
+def test_stop_strings_end_each_sampled_turn_at_the_first_one(tmp_path):
+    """If the first assertion fails after a TRL upgrade, TRL now gives generate the tokenizer: delete the fix."""
+    from trl import GRPOTrainer
+
+    fixed = GRPOTrainer._generate_single_turn
+    stop = {"stop_strings": LETTERS}
+    with pytest.raises(ValueError, match="you must pass the model's tokenizer"):  # TRL as installed
+        _sample(tmp_path / "a", trl_fixes.installed_method(fixed), stop)
+    free = [row for row in _sample(tmp_path / "b", fixed, None) if _first_letter(row) is not None]
+    assert any(len(row) > _first_letter(row) + 2 for row in free), "without stops, a sample writes on after a letter"
+    stopped = _sample(tmp_path / "c", fixed, stop)
+    ends = [row[_first_letter(row) + 1 :] for row in stopped if _first_letter(row) is not None]
+    assert len(ends) >= 2 and all(end == ["<|im_end|>"] for end in ends), "each ends at its first letter, then the end"
+
+
+def test_a_stopped_turn_without_padding_gets_the_end_of_sequence_token():
+    from test_tools import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    ids = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    end = tokenizer.eos_token_id
+    rows = [ids("ab</tool_call>"), ids("ab</tool_call>") + [end], ids("ab</tool_call>x"), ids("a</tool_call>")]
+    ended = trl_fixes.end_stopped_turns(rows, tokenizer, ["</tool_call>"], max_new_tokens=16)
+    assert ended[0] == rows[0] + [end]  # stopped last in its batch, so no padding: its 14 tokens, then the end
+    assert ended[1:3] == rows[1:3]  # padded already; or not stopped (it went on after the stop string)
+    assert ended[3] == rows[3] + [end]
+    # 14 tokens of 14 allowed: the limit ended it too, and there is no room for one more
+    assert trl_fixes.end_stopped_turns(rows[:1], tokenizer, ["</tool_call>"], max_new_tokens=14) == rows[:1]
+
+
+def test_stop_strings_need_padding_that_ends_a_sequence(tmp_path):
+    from trl import GRPOTrainer
+
+    # "<pad>" ends nothing, so TRL would keep a stopped row's pads in its completion: the fix says what to set
+    with pytest.raises(ValueError, match=r"pads with '<pad>'. Set tokenizer.pad_token = tokenizer.eos_token"):
+        _sample(tmp_path, GRPOTrainer._generate_single_turn, {"stop_strings": LETTERS}, pad="<pad>")
