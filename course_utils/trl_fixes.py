@@ -38,7 +38,8 @@ last in a batch gets no padding; the fix adds the end-of-turn token to it (:func
 stopped turn ends the same way, and the tool's reply always follows a finished turn.
 
 ``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL as installed (to compare, or to rule the fixes out
-when something looks wrong).
+when something looks wrong); ``stop_strings`` then raise transformers' error as TRL 1.16 does, so notebook 10 needs
+``stop_after_call = False`` with it.
 
 >>> from course_utils.trl_fixes import applied_trl_fixes
 >>> applied_trl_fixes()  # doctest: +SKIP
@@ -139,11 +140,13 @@ def end_stopped_turns(
     ``</tool_call><|im_end|>``; the last row of a batch to stop gets no padding. With the token added, every
     stopped turn ends the same way, the way the chat template ends a call turn. ``tool_rollouts`` does the same.
 
-    >>> end_stopped_turns([[5, 6]], tokenizer, ["</tool_call>"], 96)  # doctest: +SKIP
+    >>> ids = tokenizer("<tool_call>{}</tool_call>", add_special_tokens=False)["input_ids"]  # doctest: +SKIP
+    >>> end_stopped_turns([ids], tokenizer, ["</tool_call>"], 96)[0] == ids + [tokenizer.eos_token_id]  # doctest: +SKIP
+    True
     """
     ended = []
     for row in rows:
-        stopped = row and row[-1] != tokenizer.eos_token_id and len(row) < max_new_tokens
+        stopped = bool(row) and row[-1] != tokenizer.eos_token_id and len(row) < max_new_tokens
         if stopped and tokenizer.decode(row).endswith(tuple(stop_strings)):
             row = [*row, tokenizer.eos_token_id]
         ended.append(row)
