@@ -35,7 +35,7 @@ from transformers import PreTrainedTokenizerBase
 from course_utils.data import distinct_draws
 from course_utils.evaluation import weights_precision
 from course_utils.rewards import parse_number
-from course_utils.trl_fixes import end_stopped_turns
+from course_utils.trl_fixes import check_stop_padding, end_stopped_turns
 
 #: The system prompt for the tool runs: the tool's schema is appended to it by the chat template.
 TOOL_SYSTEM_PROMPT = (
@@ -489,12 +489,8 @@ def tool_rollouts(
     import torch
     from trl.chat_template_utils import parse_response
 
-    if stop_strings and tokenizer.pad_token_id != tokenizer.eos_token_id:
-        raise ValueError(
-            f"tool_rollouts(stop_strings=...) needs a pad token that ends a sequence, as GRPOTrainer does: this "
-            f"tokenizer pads with {tokenizer.pad_token!r}. Set tokenizer.pad_token = tokenizer.eos_token, or pass "
-            f"no stop_strings."
-        )
+    if stop_strings:
+        check_stop_padding(tokenizer, [tokenizer.eos_token_id], "tool_rollouts(stop_strings=...)")
     stops = {"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}
 
     def complete(conversations: list[list[dict[str, Any]]], budgets: list[int]) -> tuple[list[dict], list[int]]:

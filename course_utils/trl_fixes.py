@@ -107,13 +107,7 @@ def _stop_strings_with_tokenizer(original):
         if not stops or self.use_vllm or self.use_transformers_continuous_batching:  # TRL's path, as installed
             return original(self, *args, **kwargs)
         tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)  # a processor holds one
-        if tokenizer.pad_token_id not in self.eos_token_ids:
-            raise ValueError(
-                f"GRPOConfig(generation_kwargs={{'stop_strings': ...}}) needs a pad token that ends a sequence: "
-                f"TRL keeps a stopped completion's padding up to the first end-of-sequence token, and this tokenizer "
-                f"pads with {tokenizer.pad_token!r}. Set tokenizer.pad_token = tokenizer.eos_token before building "
-                f"the trainer, or leave stop_strings out."
-            )
+        check_stop_padding(tokenizer, self.eos_token_ids, "GRPOConfig(generation_kwargs={'stop_strings': ...})")
         model = self.accelerator.unwrap_model(self.model_wrapped)  # the object TRL calls generate on
         own = model.__dict__.get("generate")  # an instance's own generate, if it has one, is put back after
         model.generate = functools.partial(model.generate, tokenizer=tokenizer)
@@ -129,6 +123,18 @@ def _stop_strings_with_tokenizer(original):
     generate_single_turn.course_fix = True
     generate_single_turn.original = original
     return generate_single_turn
+
+
+def check_stop_padding(tokenizer: PreTrainedTokenizerBase, end_ids: Sequence[int], setting: str) -> None:
+    """Stop strings need a pad token that ends a sequence: a row that stops early is padded, and everything up to
+    the first end-of-sequence token is kept, padding included. Raises a ValueError naming ``setting`` otherwise."""
+    if tokenizer.pad_token_id not in end_ids:
+        raise ValueError(
+            f"{setting} needs a pad token that ends a sequence: a turn that stops early is padded, and everything "
+            f"up to the first end-of-sequence token is kept as the completion, so the padding would be too. This "
+            f"tokenizer pads with {tokenizer.pad_token!r}. Set tokenizer.pad_token = tokenizer.eos_token first, "
+            f"or leave the stop strings out."
+        )
 
 
 def end_stopped_turns(

@@ -551,7 +551,8 @@ def test_tool_rollouts_stop_each_turn_where_grpo_stops_it(tmp_path):
 
 def test_tool_rollouts_stop_strings_need_padding_that_ends_a_sequence():
     tokenizer = use_tool_chat_template(byte_tokenizer())  # pads with "<pad>", which ends nothing
-    with pytest.raises(ValueError, match=r"pads with '<pad>'. Set tokenizer.pad_token = tokenizer.eos_token"):
+    named = r"tool_rollouts\(stop_strings=\.\.\.\) needs a pad token .* pads with '<pad>'\. "
+    with pytest.raises(ValueError, match=named + r"Set tokenizer\.pad_token = tokenizer\.eos_token"):
         tool_rollouts(None, tokenizer, [], stop_strings=["</tool_call>"])
 
 

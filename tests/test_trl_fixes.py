@@ -212,5 +212,6 @@ def test_stop_strings_need_padding_that_ends_a_sequence(tmp_path):
     from trl import GRPOTrainer
 
     # "<pad>" ends nothing, so TRL would keep a stopped row's pads in its completion: the fix says what to set
-    with pytest.raises(ValueError, match=r"pads with '<pad>'. Set tokenizer.pad_token = tokenizer.eos_token"):
+    named = r"GRPOConfig\(generation_kwargs=\{'stop_strings': \.\.\.\}\) needs a pad token .* pads with '<pad>'\. "
+    with pytest.raises(ValueError, match=named + r"Set tokenizer\.pad_token = tokenizer\.eos_token"):
         _sample(tmp_path, GRPOTrainer._generate_single_turn, {"stop_strings": LETTERS}, pad="<pad>")
