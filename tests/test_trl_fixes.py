@@ -104,24 +104,33 @@ def test_trl_samples_through_one_method_outside_any_autocast_region():
     assert "autocast" not in inspect.getsource(trl_fixes.installed_method(GRPOTrainer._generate_single_turn))
 
 
-def _sample_in_bf16(model, tokenizer, tmp_path, sampling):
-    """One bf16 GRPOTrainer on the CPU samples a batch with ``sampling`` as its sampling method: returns the token
-    ids and how many float32 -> bf16 casts of a weight matrix the call made."""
+def _sample_twice_per_prompt(model, tokenizer, tmp_path, sampling, content, generations, **config):
+    """A GRPOTrainer on the CPU over two copies of one user prompt, ``generations`` samples each, samples one batch
+    with ``sampling`` as its sampling method (seed 0); ``config`` goes to ``GRPOConfig``. Returns the token ids."""
     from datasets import Dataset
     from transformers import set_seed
     from trl import GRPOConfig, GRPOTrainer
 
-    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": "w1 w2"}]}] * 2)
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, bf16=True,
-                      max_completion_length=6, use_cpu=True, report_to="none", save_strategy="no")  # fmt: skip
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": content}]}] * 2)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2 * generations,
+                      num_generations=generations, use_cpu=True, report_to="none", save_strategy="no",
+                      **config)  # fmt: skip
     trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
                           train_dataset=prompts, processing_class=tokenizer)  # fmt: skip
     trainer.model_wrapped = trainer.accelerator.prepare(trainer.model)  # what train() does: autocast on forward
     prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=False)
-                  for p in prompts["prompt"] for _ in range(2)]  # fmt: skip
+                  for p in prompts["prompt"] for _ in range(generations)]  # fmt: skip
     set_seed(0)
+    ids, _ = sampling(trainer, prompt_ids, None, {}, generations)
+    return ids
+
+
+def _sample_in_bf16(model, tokenizer, tmp_path, sampling):
+    """One bf16 GRPOTrainer on the CPU samples a batch with ``sampling`` as its sampling method: returns the token
+    ids and how many float32 -> bf16 casts of a weight matrix the call made."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
-        ids, _ = sampling(trainer, prompt_ids, None, {}, 2)
+        ids = _sample_twice_per_prompt(model, tokenizer, tmp_path, sampling, "w1 w2", 2, bf16=True,
+                                       max_completion_length=6)  # fmt: skip
     # the layers' weight matrices, by shape (the embedding is looked up, not cast; the LM head has the vocab's rows)
     shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2 and p.shape[0] != len(tokenizer)}
     casts = [e for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and
@@ -151,25 +160,15 @@ LETTERS = list("abcdefghijklmnopqrstuvwxyz")
 def _sample(tmp_path, sampling, generation_kwargs, pad="<|im_end|>"):
     """A random one-layer Llama over the byte tokenizer samples 8 completions of up to 12 tokens in a float32
     GRPOTrainer with ``sampling`` as its sampling method; returns them as lists of tokens."""
-    from datasets import Dataset
     from test_tools import byte_tokenizer, tiny_config
-    from transformers import LlamaForCausalLM, set_seed
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import LlamaForCausalLM
 
     tokenizer = byte_tokenizer()
     tokenizer.pad_token = pad
     torch.manual_seed(0)
     model = LlamaForCausalLM(tiny_config(tokenizer))
-    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": "Hi"}]}] * 2)
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, use_cpu=True,
-                      max_completion_length=12, report_to="none", save_strategy="no",
-                      generation_kwargs=generation_kwargs)  # fmt: skip
-    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions), args=args,
-                          train_dataset=prompts, processing_class=tokenizer)  # fmt: skip
-    prompt_ids = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=False)
-                  for p in prompts["prompt"] for _ in range(4)]  # fmt: skip
-    set_seed(0)
-    ids, _ = sampling(trainer, prompt_ids, None, {}, 4)
+    ids = _sample_twice_per_prompt(model, tokenizer, tmp_path, sampling, "Hi", 4, max_completion_length=12,
+                                   generation_kwargs=generation_kwargs)  # fmt: skip
     assert "generate" not in model.__dict__, "the tokenizer is given to that one call only"
     return [tokenizer.convert_ids_to_tokens(row) for row in ids]
 
