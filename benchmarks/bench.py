@@ -16,6 +16,7 @@ import argparse
 import multiprocessing
 import os
 import platform
+import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -55,15 +56,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=2, help="steps between held-out evaluations")
     parser.add_argument("--skip-learn", action="store_true", help="no time-to-learn runs")
     parser.add_argument("--skip-levers", action="store_true", help="no per-lever step-cost runs")
+    parser.add_argument("--lever", action="append", default=[], metavar="NAME",
+                        help="measure only this lever (repeatable; names: LEVERS in benchmarks/recipes.py)")
     parser.add_argument("--skip-probe", action="store_true", help="no generation probe (generation_probe.py)")
     parser.add_argument("--out", default=str(REPO_ROOT / "benchmarks" / "results"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.lever if name not in recipes.LEVERS]
+    if unknown:
+        parser.error(f"--lever {unknown[0]!r} is not a lever; choose from: {', '.join(recipes.LEVERS)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the measurements load the local model
-    out, options = Path(args.out), " ".join(argv if argv is not None else sys.argv[1:])
+    out, options = Path(args.out), shlex.join(argv if argv is not None else sys.argv[1:])
     command = f"python benchmarks/bench.py {options or '(default options)'}"
     run = {"started": time.strftime("%Y-%m-%d %H:%M"), "command": command, "environment": environment(),
            "step_cost": [], "levers": [], "generation_probe": [], "time_to_learn": []}  # fmt: skip
@@ -78,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_levers:
         from course_utils.hardware import detect_hardware
 
-        names = recipes.applicable_levers(detect_hardware())
+        names = [n for n in recipes.applicable_levers(detect_hardware()) if not args.lever or n in args.lever]
         print(f"levers ({len(names)}, one change at a time to the course recipe)")
         for i, lever in enumerate(names):
             tmp = str(out / "tmp" / f"lever-{i}")

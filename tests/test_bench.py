@@ -152,6 +152,15 @@ def test_the_command_line_parses_each_flag():
     flags = ["--skip-learn", "--skip-levers", "--skip-probe", "--steps", "1", "--out", "x", "--preset", "cpu"]
     args = bench.parse_args(flags)
     assert (args.skip_learn, args.skip_levers, args.skip_probe, args.steps, args.out) == (True, True, True, 1, "x")
+    args = bench.parse_args(["--lever", "num_iterations=2", "--lever", "bf16 + num_iterations=2"])
+    assert args.lever == ["num_iterations=2", "bf16 + num_iterations=2"]
+
+
+def test_an_unknown_lever_is_refused_with_the_names_to_choose_from(capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--lever", "bf17"])
+    message = capsys.readouterr().err
+    assert "--lever 'bf17' is not a lever; choose from: beta=0 (no reference model), bf16 autocast" in message
 
 
 def test_levers_change_only_what_they_name(tmp_path):
