@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
         names = [n for n in recipes.applicable_levers(detect_hardware()) if not args.lever or n in args.lever]
         print(f"levers ({len(names)}, one change at a time to the course recipe)")
+        for lever in (n for n in args.lever if n not in names):  # bf16 levers on a CPU without native bf16
+            print(f"  {lever}: not measured, it changes nothing here (recipes.applicable_levers)")
         for i, lever in enumerate(names):
             tmp = str(out / "tmp" / f"lever-{i}")
             measure("levers", lever, step_cost.measure, "course", args.preset, args.steps, tmp, lever)
