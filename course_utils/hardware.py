@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,13 +48,58 @@ class Hardware:
 
 
 def cpu_has_native_bf16() -> bool:
-    """AMX or AVX512-BF16: the CPUs on which bfloat16 matrix products are faster than float32 ones.
+    """AMX or AVX512-BF16: the instructions that let a CPU multiply bfloat16 matrices without emulating them.
 
-    Elsewhere bf16 autocast on a CPU is emulated and slower, so the course trains in float32 there.
+    Having them is not enough for bf16 to pay: see :func:`cpu_bf16_pays`.
     """
     import torch
 
     return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+
+
+#: bf16 autocast is used on a CPU only where its matrix products measure at least this much faster than float32's.
+BF16_MIN_SPEEDUP = 1.2
+
+
+@functools.cache
+def cpu_bf16_speedup() -> float:
+    """bf16 matrix products' speed over float32's on this CPU, measured once per process (about 0.1 s).
+
+    One layer of the course model (256 tokens through its 576 -> 1536 projection) on one core, alternated seven
+    times, the best time of each. 0.0 on a CPU without native bf16 (:func:`cpu_has_native_bf16`), where bf16 is
+    emulated. Measured, because the instructions alone do not tell: AVX512-BF16 made notebook 11's steps 1.3x
+    faster on an AMD EPYC, and ran these products at about 0.55x float32's speed on an Intel Xeon whose AMX its
+    virtual machine hides (docs/BENCHMARKS.md, "bf16 only where it pays").
+
+    >>> cpu_bf16_speedup() >= 0.0
+    True
+    """
+    if not cpu_has_native_bf16():
+        return 0.0
+    import torch
+
+    x, w = torch.randn(256, 576), torch.randn(1536, 576)
+    best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core's rate: a ratio that another busy process cannot skew
+    try:
+        with torch.inference_mode():
+            pairs = {dtype: (x.to(dtype), w.to(dtype)) for dtype in best}
+            for a, b in pairs.values():  # warm-up: oneDNN builds its kernels on first use
+                torch.nn.functional.linear(a, b)
+            for _ in range(7):
+                for dtype, (a, b) in pairs.items():
+                    start = time.perf_counter()
+                    torch.nn.functional.linear(a, b)
+                    best[dtype] = min(best[dtype], time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
+def cpu_bf16_pays() -> bool:
+    """bf16 autocast is worth it on this CPU: native bf16 measured at least ``BF16_MIN_SPEEDUP`` times float32."""
+    return cpu_bf16_speedup() >= BF16_MIN_SPEEDUP
 
 
 def detect_hardware() -> Hardware:
@@ -96,8 +143,9 @@ def describe_environment(hardware: Hardware | None = None) -> str:
     lines += [f"{name} {version or '(not installed)'}" for name, version in library_versions().items()]
     precision = "fp16 mixed" if hardware.fp16 else "fp32"  # the presets' choice: fp32 on Ampere+ too
     capable = ", bf16 capable" if hardware.bf16 else ""  # a preset named in the notebook says its own precision
-    if hardware.kind == "cpu" and cpu_has_native_bf16():  # notebooks that opt in train under bf16 autocast here
-        capable = ", native bf16"
+    if hardware.kind == "cpu" and cpu_has_native_bf16():  # notebooks that opt in train under bf16 autocast if it pays
+        verdict = "pays" if cpu_bf16_pays() else "does not pay: float32"
+        capable = f", native bf16 at {cpu_bf16_speedup():.2f}x float32's speed, {verdict}"
     lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), its default preset trains in {precision}")
     from course_utils.trl_fixes import applied_trl_fixes
 

@@ -166,10 +166,11 @@ _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 
 
 def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> Preset:
-    """``preset`` trained under bf16 autocast when ``hardware`` is a CPU with native bf16 (AMX or AVX512-BF16).
+    """``preset`` trained under bf16 autocast when ``hardware`` is a CPU on which bf16 pays (``cpu_bf16_pays``).
 
-    Elsewhere, or with ``enabled=False``, the preset comes back unchanged: float32 on a CPU without native bf16
-    (where bf16 is emulated and slower), and the GPU presets' own precision. Weights stay float32 either way
+    That is a CPU with native bf16 (AMX or AVX512-BF16) whose bf16 matrix products measure at least 1.2x as fast as
+    float32's. Elsewhere, or with ``enabled=False``, the preset comes back unchanged: float32 on a CPU where bf16
+    is emulated or slower, and the GPU presets' own precision. Weights stay float32 either way
     (``Hardware.load_dtype``); only the trainer's forward and backward passes run in bf16. A notebook that opts
     in has been validated in both precisions (docs/PROOF.md). ``GRPOConfig`` accepts ``bf16=True`` on a CPU only
     with ``use_cpu=True``.
@@ -178,7 +179,7 @@ def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> P
     >>> with_cpu_bf16(get_preset("cpu-ci", cpu), cpu, enabled=False).bf16
     False
     """
-    if enabled and hardware.kind == "cpu" and not preset.fp16 and _hardware.cpu_has_native_bf16():
+    if enabled and hardware.kind == "cpu" and not preset.fp16 and _hardware.cpu_bf16_pays():
         return preset.with_overrides(bf16=True)
     return preset
 

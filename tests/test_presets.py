@@ -119,9 +119,30 @@ def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch
     hardware_line = "hardware: cpu (CPU (2 threads)), its default preset trains in fp32"
     fixes = [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
     assert lines[7:] == [hardware_line, *fixes], "the hardware, then each fix to TRL this process applied"
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # AMX or AVX512-BF16: said, notebook 11 uses it
-    native = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()[7]
-    assert native == "hardware: cpu (CPU (2 threads), native bf16), its default preset trains in fp32"
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # AMX or AVX512-BF16: said, with its speed
+    for speedup, verdict in ((1.9, "pays"), (0.55, "does not pay: float32")):
+        monkeypatch.setattr(hardware, "cpu_bf16_speedup", lambda speedup=speedup: speedup)
+        native = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()[7]
+        assert native == (f"hardware: cpu (CPU (2 threads), native bf16 at {speedup:.2f}x float32's speed, {verdict}), "
+                          "its default preset trains in fp32")
+
+
+def test_bf16_speedup_is_measured_only_where_bf16_is_native(monkeypatch):
+    from course_utils import hardware
+
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+    assert hardware.cpu_bf16_speedup.__wrapped__() == 0.0  # emulated bf16: not measured, never chosen
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    assert hardware.cpu_bf16_speedup.__wrapped__() > 0.0  # a measured ratio, whatever this CPU's is
+
+
+@pytest.mark.parametrize(("speedup", "pays"), [(0.0, False), (0.55, False), (1.19, False), (1.2, True), (3.0, True)])
+def test_bf16_pays_from_the_measured_speedup(speedup, pays, monkeypatch):
+    """0.55: AVX512-BF16 on an Intel Xeon whose AMX is hidden (measured); at 1.2 bf16 autocast is worth its cost."""
+    from course_utils import hardware
+
+    monkeypatch.setattr(hardware, "cpu_bf16_speedup", lambda: speedup)
+    assert hardware.cpu_bf16_pays() is pays
 
 
 @pytest.mark.parametrize(("task", "name"), ALL)
@@ -152,19 +173,19 @@ def test_weights_load_in_a_dtype_where_a_small_adamw_step_still_moves_them(hardw
 
 
 @pytest.mark.parametrize(
-    ("hardware", "native", "enabled", "expected"),
+    ("hardware", "pays", "enabled", "expected"),
     [
-        (CPU, True, True, True),  # AMX or AVX512-BF16: the trainer runs under bf16 autocast
-        (CPU, False, True, False),  # emulated bf16 is slower than float32: stays float32
+        (CPU, True, True, True),  # bf16 measured faster than float32: the trainer runs under bf16 autocast
+        (CPU, False, True, False),  # emulated, or native but slower than float32: stays float32
         (CPU, True, False, False),  # the notebook's cpu_bf16=False: float32
         (AMPERE, True, True, False),  # the gpu preset stays float32 (NaN gradients under bf16 on an H100)
     ],
 )
-def test_cpu_bf16_only_on_a_cpu_with_native_bf16(hardware, native, enabled, expected, monkeypatch):
+def test_cpu_bf16_only_on_a_cpu_where_it_pays(hardware, pays, enabled, expected, monkeypatch):
     from course_utils import hardware as hardware_module
     from course_utils.presets import with_cpu_bf16
 
-    monkeypatch.setattr(hardware_module, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(hardware_module, "cpu_bf16_pays", lambda: pays)
     preset = get_preset("cpu-ci" if hardware.kind == "cpu" else "gpu", hardware)
     changed = with_cpu_bf16(preset, hardware, enabled=enabled)
     assert changed.bf16 is expected and not changed.fp16
@@ -175,7 +196,7 @@ def test_cpu_bf16_leaves_an_fp16_preset_alone(monkeypatch):
     from course_utils import hardware as hardware_module
     from course_utils.presets import with_cpu_bf16
 
-    monkeypatch.setattr(hardware_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(hardware_module, "cpu_bf16_pays", lambda: True)
     fp16 = get_preset("cpu-ci", CPU).with_overrides(fp16=True)
     assert with_cpu_bf16(fp16, CPU) == fp16  # choosing both is refused by the preset's validation
 
