@@ -133,7 +133,11 @@ def test_bf16_speedup_is_measured_only_where_bf16_is_native(monkeypatch):
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
     assert hardware.cpu_bf16_speedup.__wrapped__() == 0.0  # emulated bf16: not measured, never chosen
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    import torch
+
+    before = torch.get_rng_state()
     assert hardware.cpu_bf16_speedup.__wrapped__() > 0.0  # a measured ratio, whatever this CPU's is
+    assert torch.equal(torch.get_rng_state(), before), "the probe must not move a notebook's seeded random stream"
 
 
 @pytest.mark.parametrize(("speedup", "pays"), [(0.0, False), (0.55, False), (1.19, False), (1.2, True), (3.0, True)])
