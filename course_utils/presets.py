@@ -168,9 +168,10 @@ _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> Preset:
     """``preset`` trained under bf16 autocast when ``hardware`` is a CPU on which bf16 pays (``cpu_bf16_pays``).
 
-    That is a CPU with native bf16 (AMX or AVX512-BF16) whose bf16 matrix products measure at least 1.2x as fast as
-    float32's. Elsewhere, or with ``enabled=False``, the preset comes back unchanged: float32 on a CPU where bf16
-    is emulated or slower, and the GPU presets' own precision. Weights stay float32 either way
+    That is a CPU with native bf16 (AMX or AVX512-BF16) whose bf16 matrix products measure at least
+    ``course_utils.hardware.BF16_MIN_SPEEDUP`` times as fast as float32's. Elsewhere, or with ``enabled=False``, the
+    preset comes back unchanged: float32 on a CPU where bf16 is emulated or slower, and the GPU presets' own
+    precision. Weights stay float32 either way
     (``Hardware.load_dtype``); only the trainer's forward and backward passes run in bf16. A notebook that opts
     in has been validated in both precisions (docs/PROOF.md). ``GRPOConfig`` accepts ``bf16=True`` on a CPU only
     with ``use_cpu=True``.
