@@ -165,6 +165,19 @@ TASKS: dict[str, dict[str, Preset]] = {"length": PRESETS, "arithmetic": ARITHMET
 _DEFAULT_FOR_HARDWARE = {"cpu": "cpu", "t4": "t4", "gpu": "gpu"}
 
 
+_cpu_precision: list[str] = []  # what with_cpu_bf16 chose on a CPU in this process, latest last
+
+
+def cpu_precision_chosen() -> str | None:
+    """What :func:`with_cpu_bf16` last chose on a CPU in this process: ``"bf16 autocast"`` or ``"float32"``.
+
+    None when it was not asked (notebooks 01-09, and any GPU run). ``record_results`` keeps it, so that a seed's
+    result is filed under the precision it trained in: the same notebook trains in bf16 on one CPU and in float32
+    on another (docs/PROOF.md).
+    """
+    return _cpu_precision[-1] if _cpu_precision else None
+
+
 def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> Preset:
     """``preset`` trained under bf16 autocast when ``hardware`` is a CPU on which bf16 pays (``cpu_bf16_pays``).
 
@@ -180,9 +193,11 @@ def with_cpu_bf16(preset: Preset, hardware: Hardware, enabled: bool = True) -> P
     >>> with_cpu_bf16(get_preset("cpu-ci", cpu), cpu, enabled=False).bf16
     False
     """
-    if enabled and hardware.kind == "cpu" and not preset.fp16 and _hardware.cpu_bf16_pays():
-        return preset.with_overrides(bf16=True)
-    return preset
+    if hardware.kind != "cpu" or preset.fp16:
+        return preset
+    chosen = preset.with_overrides(bf16=True) if enabled and _hardware.cpu_bf16_pays() else preset
+    _cpu_precision.append("bf16 autocast" if chosen.bf16 else "float32")
+    return chosen
 
 
 def in_training_precision(preset: Preset, hardware: Hardware) -> torch.autocast:

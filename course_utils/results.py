@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from course_utils.presets import cpu_precision_chosen
+
 RESULTS_ENV = "COURSE_RESULTS_DIR"
 
 
@@ -84,6 +86,7 @@ def record_results(
         "guards": {k: bool(v) for k, v in guards.items()},
         "metrics": _plain(metrics),
         **_plain(context),
+        "cpu_precision": cpu_precision_chosen(),  # None unless the notebook let the CPU choose (10-12)
         "peak_memory_mb": peak_memory_mb(),
     }
     width = max(len(k) for k in metrics) + 2 if metrics else 0

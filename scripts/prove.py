@@ -95,6 +95,7 @@ def row(run: NotebookRun, code: str, at: str, kind: str, preset: str) -> dict:
         "passed": run.passed, "recorded": run.record is not None,
         "checks": record.get("checks", {}), "guards": record.get("guards", {}),
         "metrics": record.get("metrics", {}), "minutes": round(run.seconds / 60, 1),
+        "precision": record.get("cpu_precision"),  # bf16 autocast or float32 where the CPU chose (10-12), else None
         "error": error[-1][:300] if error else None,
     }  # fmt: skip
 
@@ -152,6 +153,18 @@ def latest_seed_runs(runs: list[dict]) -> dict[int, dict]:
     return {r["parameters"].get("seed"): r for r in runs if r["kind"] == "seed"}
 
 
+def by_precision(runs: list[dict]) -> dict[str | None, list[dict]]:
+    """One notebook's rows by the precision they trained in (None: not the CPU's choice), in order of first run.
+
+    Notebooks 10-12 train under bf16 autocast on a CPU where bf16 pays and in float32 elsewhere, so a seed that
+    passed in one precision says nothing of the other: each precision gets its own row in the seed table.
+    """
+    groups: dict[str | None, list[dict]] = {}
+    for r in runs:
+        groups.setdefault(r.get("precision"), []).append(r)
+    return groups
+
+
 def render(rows: list[dict], notebooks: list[Path]) -> str:
     by_nb = current(rows, notebooks)
     lines = ["### `make prove`: every learning check must fail with GRPO's learning rate at 0", "",
@@ -163,8 +176,14 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
         on_text, off_text, verdict = prove_verdict(on, off)
         latest = off or on
         when = f"{latest['date']}, {latest['commit']}" if latest else ""
+        if latest and latest.get("precision"):  # the CPU chose it (10-12): the verdict holds for that precision
+            when += f", {latest['precision']}"
         lines.append(f"| {stem} | {on_text} | {off_text} | {verdict} | {when} |")
-    seed_runs = {stem: latest_seed_runs(runs) for stem, runs in by_nb.items()}
+    seed_runs = {}  # a row per notebook, and per precision where the CPU chose it
+    for stem, runs in by_nb.items():
+        groups = by_precision([r for r in runs if r["kind"] == "seed"]) or {None: []}
+        for precision, group in groups.items():
+            seed_runs[stem if precision is None else f"{stem} ({precision})"] = latest_seed_runs(group)
     lines += ["", "### `make seeds`: each notebook as written, with seeds it was not written with", ""]
     if not any(seed_runs.values()):
         return "\n".join([*lines, "No seed runs of the current notebooks yet."])
@@ -240,8 +259,8 @@ def all_good(rows: list[dict], notebooks: list[Path], mode: str) -> bool:
             if prove_verdict(on, off)[2] != "proved":
                 return False
         else:
-            latest = latest_seed_runs(runs)
-            if not latest or not all(r["passed"] for r in latest.values()):
+            groups = by_precision([r for r in runs if r["kind"] == "seed"]).values()
+            if not groups or not all(r["passed"] for group in groups for r in latest_seed_runs(group).values()):
                 return False
     return True
 

@@ -228,3 +228,38 @@ def test_a_run_is_recorded_under_the_code_it_ran_not_the_code_after_it(tmp_path,
     prove.main(["seeds", str(notebook), "--seeds", "404", "--out", str(tmp_path / "runs")])
     assert [r["code"] for r in prove.load(record)] == [before] != [prove.code_hash(notebook)]
     assert "No seed runs of the current notebooks yet." in doc.read_text()  # the edited notebook has none
+
+
+def test_seeds_are_counted_apart_for_each_precision_the_cpu_chose(tmp_path):
+    """10-12 train in bf16 on one CPU and in float32 on another: a seed passed in one says nothing of the other."""
+    prove = _prove()
+    nb = _notebook(tmp_path)
+    code = prove.code_hash(nb)
+    bf16 = [{**_row("seed", {"g": True}, True, code, seed=s), "precision": "bf16 autocast"} for s in (101, 202)]
+    fp32 = [{**_row("seed", {"g": False}, False, code, seed=101), "precision": "float32"}]
+    table = prove.render([*bf16, *fp32], [nb])
+    assert "| 01_demo (bf16 autocast) | 2/2 | none | 101, 202 | 1.0 |" in table
+    assert "| 01_demo (float32) | 0/1 | 101 | none | 1.0 |" in table  # not 2/2 with 101 run again and failed
+    assert prove.all_good(bf16, [nb], "seeds") and not prove.all_good([*bf16, *fp32], [nb], "seeds")
+    unchosen = _row("seed", {"g": True}, True, code, seed=101)  # 01-09: no precision, no label
+    assert "| 01_demo | 1/1 | none | 101 | 1.0 |" in prove.render([unchosen], [nb])
+    on = {**_row("prove-on", {"g": True}, True, code), "precision": "float32"}
+    assert "2026-11-23 10:00, abc, float32 |" in prove.render([on], [nb])
+
+
+def test_a_record_says_which_precision_the_cpu_chose(monkeypatch):
+    from course_utils import hardware, presets
+    from course_utils.hardware import Hardware
+    from course_utils.results import record_results
+
+    cpu, gpu = Hardware(kind="cpu", device="cpu", name="CPU"), Hardware(kind="gpu", device="cuda", name="H100")
+    presets._cpu_precision.clear()
+    assert record_results("demo", {}, {"g": True})["cpu_precision"] is None  # never asked: 01-09
+    presets.with_cpu_bf16(presets.get_preset("gpu", gpu), gpu)
+    assert presets.cpu_precision_chosen() is None, "a GPU run is not the CPU's choice"
+    presets.with_cpu_bf16(presets.get_preset("cpu-ci", cpu), cpu, enabled=False)
+    assert record_results("demo", {}, {"g": True})["cpu_precision"] == "float32"
+    monkeypatch.setattr(hardware, "cpu_bf16_pays", lambda: True)
+    assert presets.with_cpu_bf16(presets.get_preset("cpu-ci", cpu), cpu).bf16
+    assert record_results("demo", {}, {"g": True})["cpu_precision"] == "bf16 autocast"
+    presets._cpu_precision.clear()
