@@ -253,7 +253,7 @@ def test_a_record_says_which_precision_the_cpu_chose(monkeypatch):
     from course_utils.results import record_results
 
     cpu, gpu = Hardware(kind="cpu", device="cpu", name="CPU"), Hardware(kind="gpu", device="cuda", name="H100")
-    presets._cpu_precision.clear()
+    monkeypatch.setattr(presets, "_cpu_precision", [])  # this process's earlier choices, restored afterwards
     assert record_results("demo", {}, {"g": True})["cpu_precision"] is None  # never asked: 01-09
     presets.with_cpu_bf16(presets.get_preset("gpu", gpu), gpu)
     assert presets.cpu_precision_chosen() is None, "a GPU run is not the CPU's choice"
@@ -262,4 +262,3 @@ def test_a_record_says_which_precision_the_cpu_chose(monkeypatch):
     monkeypatch.setattr(hardware, "cpu_bf16_pays", lambda: True)
     assert presets.with_cpu_bf16(presets.get_preset("cpu-ci", cpu), cpu).bf16
     assert record_results("demo", {}, {"g": True})["cpu_precision"] == "bf16 autocast"
-    presets._cpu_precision.clear()
