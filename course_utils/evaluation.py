@@ -92,6 +92,40 @@ def generate(
     return Generations(completions, finished)
 
 
+@torch.no_grad()
+def generate_sharing_prefix(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, **generate_kwargs: Any
+) -> torch.Tensor:
+    """``model.generate`` on a left-padded batch, with the tokens that start every row run through the model once.
+
+    Prompts rendered with one system prompt share their first tokens: notebook 10's 40 held-out questions share
+    137 of their about 150, the tool description. ``generate`` runs each row's copy of them through the model;
+    here they run once, their keys and values are copied to every row, and ``generate`` continues from there. Each
+    row keeps its own positions (the gap between the shared part and the rest is padding, which attention skips),
+    so the tokens are those of ``model.generate`` up to float rounding. Returns what ``generate`` returns, the
+    input as given followed by the new tokens, so callers slice it as before.
+    """
+    rows = [ids[mask.bool()] for ids, mask in zip(input_ids, attention_mask, strict=True)]
+    shortest = min(len(row) for row in rows)
+    stacked = torch.stack([row[:shortest] for row in rows])
+    differs = (stacked != stacked[0]).any(dim=0).nonzero()
+    shared = min(int(differs[0]) if len(differs) else shortest, shortest - 1)  # every row keeps one token to run
+    if len(rows) < 2 or shared < 1:
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, **generate_kwargs)
+    cache = model(input_ids=rows[0][None, :shared], use_cache=True).past_key_values
+    cache.batch_repeat_interleave(len(rows))
+    width = max(len(row) for row in rows) - shared  # the most tokens of its own a row has
+    ids = torch.full((len(rows), shared + width), generate_kwargs.get("pad_token_id") or 0)  # pads: masked out
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):  # the shared part, padding, then the row's own tokens
+        own = len(row) - shared
+        ids[i, :shared], ids[i, shared + width - own :] = row[:shared], row[shared:]
+        mask[i, :shared], mask[i, shared + width - own :] = 1, 1
+    out = model.generate(input_ids=ids.to(input_ids.device), attention_mask=mask.to(input_ids.device),
+                         past_key_values=cache, **generate_kwargs)  # fmt: skip
+    return torch.cat([input_ids, out[:, shared + width :]], dim=1)
+
+
 @contextmanager
 def weights_precision(model: PreTrainedModel) -> Iterator[None]:
     """For the call, undo the autocast that a mixed-precision trainer left on ``model.forward``.

@@ -33,7 +33,7 @@ from datasets import Dataset, DatasetDict
 from transformers import PreTrainedTokenizerBase
 
 from course_utils.data import distinct_draws
-from course_utils.evaluation import weights_precision
+from course_utils.evaluation import generate_sharing_prefix, weights_precision
 from course_utils.rewards import parse_number
 from course_utils.trl_fixes import check_stop_padding, end_stopped_turns
 
@@ -506,8 +506,8 @@ def tool_rollouts(
                 limits = budgets[start : start + batch_size]
                 batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 with torch.no_grad(), weights_precision(model):  # float32 also after a bf16/fp16 trainer
-                    out = model.generate(
-                        **batch, max_new_tokens=max(limits), do_sample=False, temperature=None, top_p=None,
+                    out = generate_sharing_prefix(  # the tool description, in every prompt, runs once
+                        model, **batch, max_new_tokens=max(limits), do_sample=False, temperature=None, top_p=None,
                         top_k=None, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **stops,
                     )  # fmt: skip
                 width = batch["input_ids"].shape[1]

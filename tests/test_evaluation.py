@@ -5,7 +5,14 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from course_utils.evaluation import Estimate, generate, length_report, mean_with_ci, proportion_ci
+from course_utils.evaluation import (
+    Estimate,
+    generate,
+    generate_sharing_prefix,
+    length_report,
+    mean_with_ci,
+    proportion_ci,
+)
 
 
 def test_mean_with_ci():
@@ -359,3 +366,50 @@ def _recording(forward, calls):
         return forward(*args, **kwargs)
 
     return run
+
+
+def _left_padded(tokenizer, rows: list[list[str]]):
+    ids = [tokenizer.convert_tokens_to_ids(row) for row in rows]
+    width = max(map(len, ids))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in ids])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in ids])
+    return input_ids, mask
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [["w1", "w2", "w3", "w4", "w5"], ["w1", "w2", "w3", "w6"], ["w1", "w2", "w3", "w7", "w8", "w9"]],  # 3 shared
+        [["w1", "w2"], ["w1", "w2", "w3", "w4"]],  # the shorter row is all shared: it keeps one token to run
+        [["w1", "w2"], ["w3", "w4", "w5"]],  # nothing shared: generate as is
+        [["w1", "w2", "w3"]],  # one row
+    ],
+)  # fmt: skip
+def test_generation_sharing_the_prefix_gives_generates_tokens(tiny_model, tiny_tokenizer, rows):
+    input_ids, mask = _left_padded(tiny_tokenizer, rows)
+    settings = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": tiny_tokenizer.pad_token_id}
+    model = tiny_model.eval()
+    with torch.no_grad():
+        expected = model.generate(input_ids=input_ids, attention_mask=mask, **settings)
+    shared = generate_sharing_prefix(model, input_ids, mask, **settings)
+    assert shared.tolist() == expected.tolist(), "the input as given, then the same new tokens"
+
+
+@pytest.mark.slow
+def test_course_model_sharing_the_tool_prompt_gives_generates_tokens(course_model):
+    """Notebook 10's 40 held-out questions share 137 tokens of about 150 (the tool description)."""
+    from course_utils.tools import calculator, calculator_problems, use_tool_chat_template
+
+    model, tokenizer = course_model
+    tokenizer = copy.deepcopy(tokenizer)  # the shared one keeps its own template
+    use_tool_chat_template(tokenizer)
+    tokenizer.padding_side = "left"
+    prompts = calculator_problems(n_train=20, n_test=12, seed=0)["test"]["prompt"]
+    texts = [tokenizer.apply_chat_template(p, tools=[calculator], add_generation_prompt=True, tokenize=False)
+             for p in prompts]  # fmt: skip
+    batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    settings = {"max_new_tokens": 24, "do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        expected = model.generate(**batch, **settings)
+    assert generate_sharing_prefix(model, **batch, **settings).tolist() == expected.tolist()
