@@ -55,6 +55,7 @@ def generate(
     ``max_new_tokens`` (``.completions`` alone when that is all you need). The random states of the CPU and
     of the devices the model is on come back as they were, so evaluating inside training leaves it undisturbed.
     The model runs in its weights' precision, also after a bf16 or fp16 training run (:func:`weights_precision`).
+    The tokens every prompt starts with (a system prompt) run through the model once (:func:`generate_sharing_prefix`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -80,8 +81,8 @@ def generate(
                 batch = tokenizer(
                     texts[start : start + batch_size], return_tensors="pt", padding=True, add_special_tokens=False
                 ).to(model.device)
-                out = model.generate(
-                    **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+                out = generate_sharing_prefix(  # a system prompt every row starts with runs once
+                    model, **batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
                 )
                 new_tokens = out[:, batch["input_ids"].shape[1] :]
                 completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
@@ -102,15 +103,18 @@ def generate_sharing_prefix(
     137 of their about 150, the tool description. ``generate`` runs each row's copy of them through the model;
     here they run once, their keys and values are copied to every row, and ``generate`` continues from there. Each
     row keeps its own positions (the gap between the shared part and the rest is padding, which attention skips),
-    so the tokens are those of ``model.generate`` up to float rounding. Returns what ``generate`` returns, the
-    input as given followed by the new tokens, so callers slice it as before.
+    so the tokens are those of ``model.generate`` up to float rounding: in float32, the same tokens in every row
+    measured (notebooks 04 and 10). Under autocast it runs ``generate`` as is: in bf16 the shared part's rounding
+    depends on the batch's shape, and 13 of notebook 10's 40 rambling base-model turns came out different, so the
+    records proved under bf16 would no longer be reproduced. Returns what ``generate`` returns, the input as given
+    followed by the new tokens, so callers slice it as before.
     """
     rows = [ids[mask.bool()] for ids, mask in zip(input_ids, attention_mask, strict=True)]
     shortest = min(len(row) for row in rows)
     stacked = torch.stack([row[:shortest] for row in rows])
     differs = (stacked != stacked[0]).any(dim=0).nonzero()
     shared = min(int(differs[0]) if len(differs) else shortest, shortest - 1)  # every row keeps one token to run
-    if len(rows) < 2 or shared < 1:
+    if len(rows) < 2 or shared < 1 or torch.is_autocast_enabled(input_ids.device.type):
         return model.generate(input_ids=input_ids, attention_mask=attention_mask, **generate_kwargs)
     cache = model(input_ids=rows[0][None, :shared], use_cache=True).past_key_values
     cache.batch_repeat_interleave(len(rows))

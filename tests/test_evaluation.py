@@ -396,6 +396,21 @@ def test_generation_sharing_the_prefix_gives_generates_tokens(tiny_model, tiny_t
     assert shared.tolist() == expected.tolist(), "the input as given, then the same new tokens"
 
 
+def test_under_autocast_the_shared_prefix_is_not_split_off(tiny_model, tiny_tokenizer):
+    """In bf16 the shared part's rounding depends on the batch's shape: records proved under autocast keep generate."""
+    input_ids, mask = _left_padded(tiny_tokenizer, [["w1", "w2", "w3", "w4"], ["w1", "w2", "w3", "w5", "w6"]])
+    passes = []
+    tiny_model.eval().register_forward_pre_hook(lambda m, a, kw: passes.append(tuple(kw["input_ids"].shape)),
+                                                with_kwargs=True)  # fmt: skip
+    settings = {"max_new_tokens": 2, "do_sample": False, "pad_token_id": tiny_tokenizer.pad_token_id}
+    generate_sharing_prefix(tiny_model, input_ids, mask, **settings)
+    assert passes[0] == (1, 3), "float32: the three shared tokens run once, as one row"
+    passes.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        generate_sharing_prefix(tiny_model, input_ids, mask, **settings)
+    assert passes[0] == (2, 5), "under autocast: generate as is, every row's whole prompt"
+
+
 @pytest.mark.slow
 def test_course_model_sharing_the_tool_prompt_gives_generates_tokens(course_model):
     """Notebook 10's 40 held-out questions share 137 tokens of about 150 (the tool description)."""
