@@ -99,15 +99,15 @@ def generate_sharing_prefix(
 ) -> torch.Tensor:
     """``model.generate`` on a left-padded batch, with the tokens that start every row run through the model once.
 
-    Prompts rendered with one system prompt share their first tokens: notebook 10's 40 held-out questions share
-    137 of their about 150, the tool description. ``generate`` runs each row's copy of them through the model;
-    here they run once, their keys and values are copied to every row, and ``generate`` continues from there. Each
-    row keeps its own positions (the gap between the shared part and the rest is padding, which attention skips),
-    so the tokens are those of ``model.generate`` up to float rounding: in float32, every number notebooks 02, 04,
-    10, 11 and 12 printed in CI mode was the same as with ``generate`` (docs/PROOF.md). Under autocast it runs ``generate`` as is: in bf16 the shared part's rounding
-    depends on the batch's shape, and 13 of notebook 10's 40 rambling base-model turns came out different, so the
-    records proved under bf16 would no longer be reproduced. Returns what ``generate`` returns, the input as given
-    followed by the new tokens, so callers slice it as before.
+    Prompts rendered with one system prompt share their first tokens: notebook 10's 40 held-out questions share 137
+    of their about 150, the tool description. ``generate`` runs each row's copy of them through the model; here they
+    run once, their keys and values are copied to every row, and ``generate`` continues from there. Each row keeps
+    its own positions (the gap between the shared part and the rest is padding, which attention skips), so the
+    tokens are those of ``model.generate`` up to float rounding: in float32, every number notebooks 02, 04, 10, 11
+    and 12 printed in CI mode was the same as with ``generate`` (docs/PROOF.md). Under autocast it runs ``generate``
+    as is: in bf16 the shared part's rounding depends on the batch's shape, and 13 of notebook 10's 40 rambling
+    base-model turns came out different, so the records proved under bf16 would no longer be reproduced. Returns
+    what ``generate`` returns, the input as given followed by the new tokens, so callers slice it as before.
     """
     rows = [ids[mask.bool()] for ids, mask in zip(input_ids, attention_mask, strict=True)]
     shortest = min(len(row) for row in rows)
