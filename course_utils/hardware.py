@@ -148,7 +148,7 @@ def describe_environment(hardware: Hardware | None = None) -> str:
         verdict = "pays" if cpu_bf16_pays() else "does not pay: float32"
         capable = f", native bf16 at {cpu_bf16_speedup():.2f}x float32's speed, {verdict}"
     lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), its default preset trains in {precision}")
-    from course_utils.trl_fixes import applied_trl_fixes
+    from course_utils.trl_fixes import apply_trl_fixes  # applied here too: notebooks print this before loading
 
-    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
+    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in apply_trl_fixes()]
     return "\n".join(lines)

@@ -101,6 +101,22 @@ def test_unknown_override_is_named():
         PRESETS["cpu"].with_overrides(num_generation=4)
 
 
+def test_the_bug_report_lists_the_trl_fixes_before_any_model_is_loaded():
+    """Notebooks print it in their first cells, before course_utils.models (whose import applies the fixes)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from course_utils.hardware import describe_environment; import sys; print(describe_environment()); "
+        "print('models imported:', 'course_utils.models' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    from course_utils.trl_fixes import applied_trl_fixes
+
+    assert "models imported: False" in out
+    assert all(f"TRL fix applied: {fix} " in out for fix in applied_trl_fixes()) and applied_trl_fixes()
+
+
 def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch):
     import importlib.metadata
 
