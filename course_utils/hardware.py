@@ -148,7 +148,11 @@ def describe_environment(hardware: Hardware | None = None) -> str:
         verdict = "pays" if cpu_bf16_pays() else "does not pay: float32"
         capable = f", native bf16 at {cpu_bf16_speedup():.2f}x float32's speed, {verdict}"
     lines.append(f"hardware: {hardware.kind} ({hardware.name}{capable}), its default preset trains in {precision}")
-    from course_utils.trl_fixes import apply_trl_fixes  # applied here too: notebooks print this before loading
+    from course_utils.trl_fixes import applied_trl_fixes, apply_trl_fixes
 
-    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in apply_trl_fixes()]
+    try:  # applied here too: notebooks print this before importing course_utils.models, which applies them
+        fixes = apply_trl_fixes()
+    except ImportError:  # TRL missing or broken: nothing to fix, and the bug report still prints
+        fixes = applied_trl_fixes()
+    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in fixes]
     return "\n".join(lines)

@@ -115,6 +115,9 @@ def test_the_bug_report_lists_the_trl_fixes_before_any_model_is_loaded():
 
     assert "models imported: False" in out
     assert all(f"TRL fix applied: {fix} " in out for fix in applied_trl_fixes()) and applied_trl_fixes()
+    without_trl = "import sys; sys.modules['trl'] = None; " + code  # TRL unimportable: the report still prints
+    out = subprocess.run([sys.executable, "-c", without_trl], capture_output=True, text=True, check=True).stdout
+    assert "hardware: " in out and "TRL fix applied" not in out
 
 
 def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch):
