@@ -44,7 +44,7 @@ MODEL_ENV = "COURSE_MODEL"
 CACHE_ENV = cache.CACHE_ENV
 cache_dir = cache.cache_dir
 
-apply_trl_fixes()  # every notebook imports this module; describe_environment() lists what was applied
+apply_trl_fixes()  # every notebook imports this module; describe_environment() applies and lists them too
 hide_library_warnings()  # three notices the libraries print about each other (course_utils.library_warnings)
 
 

@@ -2,7 +2,8 @@
 most), and one makes a documented setting work.
 
 :mod:`course_utils.models` applies them when it is imported (every notebook imports it), and
-:func:`course_utils.hardware.describe_environment` lists the ones applied, so a notebook's output says so.
+:func:`course_utils.hardware.describe_environment` applies and lists them, so a notebook's output says so even when
+it prints its environment before loading a model.
 
 **The LM head scores only the tokens a loss reads, on a CPU too.** TRL 1.16 computes per-token log-probabilities
 with a fused LM head (``trl.trainer.utils.add_fused_lm_head``, used by ``GRPOTrainer``, ``SFTTrainer`` and others):
