@@ -16,7 +16,8 @@
 * :mod:`course_utils.tools`: tool use (notebook 10): a calculator tool, the ChatML tool template, data and rewards.
 * :mod:`course_utils.trl_fixes`: fixes to the installed TRL (applied on import of :mod:`course_utils.models`):
   two for speed, equal in results up to float rounding, and one so that ``stop_strings`` in
-  ``GRPOConfig.generation_kwargs`` work.
+  ``GRPOConfig.generation_kwargs`` work; and one to transformers, so that a stop string's token table is built
+  once per vocabulary.
 
 Repository tooling (running the notebooks headless, ``make doctor``) lives in ``scripts/``, not here: this
 package is what a notebook imports, on any machine, without the repository's layout.

@@ -154,5 +154,5 @@ def describe_environment(hardware: Hardware | None = None) -> str:
         fixes = apply_trl_fixes()
     except ImportError:  # TRL missing or broken: nothing to fix, and the bug report still prints
         fixes = applied_trl_fixes()
-    lines += [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in fixes]
+    lines += [f"fix applied: {fix} (course_utils.trl_fixes)" for fix in fixes]
     return "\n".join(lines)

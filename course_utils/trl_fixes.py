@@ -1,5 +1,5 @@
 """Fixes to the installed TRL: two change only how fast it runs (what it computes changes by float rounding at
-most), and one makes a documented setting work.
+most), one makes a documented setting work, and one to transformers makes its stop strings cheap to set up.
 
 :mod:`course_utils.models` applies them when it is imported (every notebook imports it), and
 :func:`course_utils.hardware.describe_environment` applies and lists them, so a notebook's output says so even when
@@ -38,9 +38,18 @@ error that says what to set. SmolLM2 pads with its end of turn, ``<|im_end|>``, 
 last in a batch gets no padding; the fix adds the end-of-turn token to it (:func:`end_stopped_turns`), so every
 stopped turn ends the same way, and the tool's reply always follows a finished turn.
 
-``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL as installed (to compare, or to rule the fixes out
-when something looks wrong); ``stop_strings`` then raise transformers' error as TRL 1.16 does, so notebook 10 needs
-``stop_after_call = False`` with it.
+**Transformers builds a stop string's token table once per vocabulary, not once per call.** Every ``generate``
+call with ``stop_strings`` makes a ``StopStringCriteria``, which matches the stop strings against each of the
+49,152 tokens. Transformers caches that table, keyed by the vocabulary's tokens in the order
+``tokenizer.get_vocab()`` lists them, and a fast tokenizer lists them in a different order on every call, so the
+cache never hits: 0.3 s a call on this course's CPU, 10 s of notebook 10 in CI mode (sampled with py-spy). The
+table is indexed by token id, so the order does not change it; :func:`apply_trl_fixes` keys the cache by the
+vocabulary sorted by id, and a call then takes 0.08 s. The table, and so every stop, is identical
+(``docs/BENCHMARKS.md``, "Stop strings' token table built once per vocabulary").
+
+``GRPO_COURSE_TRL_FIXES=0`` in the environment leaves TRL and transformers as installed (to compare, or to rule
+the fixes out when something looks wrong); ``stop_strings`` then raise transformers' error as TRL 1.16 does, so
+notebook 10 needs ``stop_after_call = False`` with it.
 
 >>> from course_utils.trl_fixes import applied_trl_fixes
 >>> applied_trl_fixes()  # doctest: +SKIP
@@ -66,6 +75,8 @@ COMPACT_LINE = "compact = _use_triton(hidden_states.device)"
 COMPACT_FIX = "LM head scores completion tokens only on CPU (TRL projects every position there)"
 SAMPLING_FIX = "sampling in bf16/fp16 casts the weights once per call (TRL cast them at every decoding step)"
 STOP_STRINGS_FIX = "stop_strings in generation_kwargs stop a turn (TRL does not give generate the tokenizer they need)"
+STOP_TABLE_FIX = ("transformers' stop strings: each token table built once per vocabulary (its cache never hit: "
+                  "a fast tokenizer lists its vocabulary in a new order at every call)")
 #: The call in ``GRPOTrainer._generate_single_turn`` the stop-strings fix gives the tokenizer to.
 GENERATE_CALL = "unwrapped_model.generate("
 #: accelerate's mixed-precision setting -> the autocast dtype it applies to ``forward``
@@ -124,6 +135,36 @@ def _stop_strings_with_tokenizer(original):
     generate_single_turn.course_fix = True
     generate_single_turn.original = original
     return generate_single_turn
+
+
+def _vocabulary_by_id(original):
+    @functools.wraps(original)
+    def clean_and_embed_tokens_with_cache(self, token_list, token_indices, tokenizer):
+        # the cache key holds both tuples as given; sorted by id they are the same at every call, and the table,
+        # indexed by id, does not depend on their order
+        order = sorted(range(len(token_indices)), key=token_indices.__getitem__)
+        by_id = tuple(token_list[i] for i in order), tuple(token_indices[i] for i in order)
+        return original(self, *by_id, tokenizer)
+
+    clean_and_embed_tokens_with_cache.course_fix = True
+    clean_and_embed_tokens_with_cache.original = original
+    return clean_and_embed_tokens_with_cache
+
+
+def _apply_stop_table_fix() -> None:
+    from transformers.generation import stopping_criteria
+
+    criteria = stopping_criteria.StopStringCriteria
+    method = criteria.clean_and_embed_tokens_with_cache
+    if not getattr(method, "course_fix", False):
+        # only while the cache is keyed by the lists it is given (tests/test_trl_fixes.py)
+        if list(inspect.signature(method).parameters) != ["self", "token_list", "token_indices", "tokenizer"]:
+            return
+        if "cache_key = (\n            token_list,\n            token_indices," not in inspect.getsource(method):
+            return
+        criteria.clean_and_embed_tokens_with_cache = _vocabulary_by_id(method)
+    if STOP_TABLE_FIX not in _applied:
+        _applied.append(STOP_TABLE_FIX)
 
 
 def check_stop_padding(tokenizer: PreTrainedTokenizerBase, end_ids: Sequence[int], setting: str) -> None:
@@ -187,12 +228,12 @@ def _apply_sampling_fixes() -> None:
 
 
 def apply_trl_fixes() -> list[str]:
-    """Apply the fixes this TRL needs (idempotent) and return their descriptions.
+    """Apply the fixes this TRL (and transformers) needs (idempotent) and return their descriptions.
 
-    A fix whose target has changed in the installed TRL is skipped, never forced: the test suite then fails
+    A fix whose target has changed in the installed library is skipped, never forced: the test suite then fails
     (``tests/test_trl_fixes.py``) so that a maintainer checks whether the new TRL still needs it.
     """
-    if not switch(FIXES_ENV, on="apply the course's TRL fixes", off="leave TRL as installed"):
+    if not switch(FIXES_ENV, on="apply the course's library fixes", off="leave TRL and transformers as installed"):
         return list(_applied)
     from trl.trainer import utils as trl_utils
 
@@ -205,6 +246,7 @@ def apply_trl_fixes() -> list[str]:
             trl_utils._use_triton = _compact_on_cpu(use_triton)
             _applied.append(COMPACT_FIX)
     _apply_sampling_fixes()
+    _apply_stop_table_fix()
     return list(_applied)
 
 

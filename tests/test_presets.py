@@ -114,10 +114,10 @@ def test_the_bug_report_lists_the_trl_fixes_before_any_model_is_loaded():
     from course_utils.trl_fixes import applied_trl_fixes
 
     assert "models imported: False" in out
-    assert all(f"TRL fix applied: {fix} " in out for fix in applied_trl_fixes()) and applied_trl_fixes()
+    assert all(f"fix applied: {fix} " in out for fix in applied_trl_fixes()) and applied_trl_fixes()
     without_trl = "import sys; sys.modules['trl'] = None; " + code  # TRL unimportable: the report still prints
     out = subprocess.run([sys.executable, "-c", without_trl], capture_output=True, text=True, check=True).stdout
-    assert "hardware: " in out and "TRL fix applied" not in out
+    assert "hardware: " in out and "fix applied" not in out
 
 
 def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch):
@@ -136,7 +136,7 @@ def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch
     lines = hardware.describe_environment(hardware.Hardware("cpu", "cpu", "CPU (2 threads)")).splitlines()
     assert lines[1:7] == [f"{p} {'(not installed)' if p == 'peft' else '1.0'}" for p in hardware.KEY_LIBRARIES]
     hardware_line = "hardware: cpu (CPU (2 threads)), its default preset trains in fp32"
-    fixes = [f"TRL fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
+    fixes = [f"fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
     assert lines[7:] == [hardware_line, *fixes], "the hardware, then each fix to TRL this process applied"
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # AMX or AVX512-BF16: said, with its speed
     for speedup, verdict in ((1.9, "pays"), (0.55, "does not pay: float32")):

@@ -1,4 +1,5 @@
-"""course_utils.trl_fixes: each fix applies to the installed TRL, does what it says, and changes no result."""
+"""course_utils.trl_fixes: each fix applies to the installed TRL (or transformers), does what it says, and changes
+no result."""
 
 import inspect
 
@@ -8,7 +9,7 @@ import torch
 import course_utils.models  # noqa: F401  (importing it applies the fixes, as in every notebook)
 from course_utils import trl_fixes
 
-ALL_FIXES = [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX, trl_fixes.STOP_STRINGS_FIX]
+ALL_FIXES = [trl_fixes.COMPACT_FIX, trl_fixes.SAMPLING_FIX, trl_fixes.STOP_STRINGS_FIX, trl_fixes.STOP_TABLE_FIX]
 
 
 def test_the_installed_trl_gets_the_compact_lm_head_fix():
@@ -32,7 +33,7 @@ def test_a_changed_trl_is_left_alone(monkeypatch):
     monkeypatch.setattr(trl_utils, "_use_triton", original)
     monkeypatch.setattr(trl_fixes, "_applied", [])
     monkeypatch.setattr(trl_fixes, "COMPACT_LINE", "compact = some_other_rule(hidden_states.device)")
-    assert trl_fixes.apply_trl_fixes() == [trl_fixes.SAMPLING_FIX, trl_fixes.STOP_STRINGS_FIX]
+    assert trl_fixes.apply_trl_fixes() == ALL_FIXES[1:]
     assert trl_utils._use_triton is original
 
 
@@ -214,3 +215,52 @@ def test_stop_strings_need_padding_that_ends_a_sequence(tmp_path):
     named = r"GRPOConfig\(generation_kwargs=\{'stop_strings': \.\.\.\}\) needs a pad token .* pads with '<pad>'\. "
     with pytest.raises(ValueError, match=named + r"Set tokenizer\.pad_token = tokenizer\.eos_token"):
         _sample(tmp_path, GRPOTrainer._generate_single_turn, {"stop_strings": LETTERS}, pad="<pad>")
+
+
+def _stop_tables(monkeypatch, tokenizer, method, calls=3):
+    """``calls`` StopStringCriteria for the same stop string, each seeing the vocabulary in a new order (as a fast
+    tokenizer lists it), with an empty cache and ``method`` as the cache lookup: how many tables were built, and
+    the criteria."""
+    import random
+    from collections import OrderedDict
+
+    from transformers.generation import stopping_criteria
+
+    criteria = stopping_criteria.StopStringCriteria
+    vocab, shuffles = sorted(tokenizer.get_vocab().items()), iter(range(1000))
+
+    def get_vocab():
+        items = list(vocab)
+        random.Random(next(shuffles)).shuffle(items)
+        return dict(items)
+
+    built, build = [], criteria._stop_string_create_embedding_vec
+    monkeypatch.setattr(tokenizer, "get_vocab", get_vocab)
+    monkeypatch.setattr(criteria, "_stop_string_create_embedding_vec",
+                        staticmethod(lambda *args: built.append(1) or build(*args)))  # fmt: skip
+    monkeypatch.setattr(stopping_criteria, "STOP_STRING_EMBEDDING_CACHE", OrderedDict())
+    monkeypatch.setattr(criteria, "clean_and_embed_tokens_with_cache", method)
+    made = [criteria(tokenizer, ["</tool_call>"]) for _ in range(calls)]
+    return len(built), made
+
+
+def test_a_stop_strings_token_table_is_built_once_per_vocabulary(monkeypatch):
+    """If the first assertion fails after a transformers upgrade, its cache now hits by itself: delete the fix."""
+    from test_tools import byte_tokenizer
+    from transformers.generation import stopping_criteria
+
+    tokenizer = byte_tokenizer()
+    fixed = stopping_criteria.StopStringCriteria.clean_and_embed_tokens_with_cache
+    with monkeypatch.context() as patch:
+        built_as_installed, as_installed = _stop_tables(patch, tokenizer, trl_fixes.installed_method(fixed))
+    with monkeypatch.context() as patch:
+        built_with_fix, with_fix = _stop_tables(patch, tokenizer, fixed)
+    assert built_as_installed == 3, "as installed, a vocabulary in a new order misses the cache"
+    assert built_with_fix == 1, "with the fix, one table serves every order"
+    for made in with_fix[1:] + as_installed:  # the same table, whatever the order and the path
+        assert torch.equal(made.embedding_vec, with_fix[0].embedding_vec)
+        assert (made.max_valid_positions, made.max_valid_end_lens) == (
+            with_fix[0].max_valid_positions, with_fix[0].max_valid_end_lens)  # fmt: skip
+    ids = torch.tensor([tokenizer("ab</tool_call>", add_special_tokens=False)["input_ids"]])
+    assert with_fix[0](ids, None).tolist() == [True], "and it stops where the stop string ends"
+    assert with_fix[0](ids[:, :-1], None).tolist() == [False]
