@@ -137,7 +137,7 @@ def test_bug_report_lists_each_key_library_and_says_which_is_missing(monkeypatch
     assert lines[1:7] == [f"{p} {'(not installed)' if p == 'peft' else '1.0'}" for p in hardware.KEY_LIBRARIES]
     hardware_line = "hardware: cpu (CPU (2 threads)), its default preset trains in fp32"
     fixes = [f"fix applied: {fix} (course_utils.trl_fixes)" for fix in applied_trl_fixes()]
-    assert lines[7:] == [hardware_line, *fixes], "the hardware, then each fix to TRL this process applied"
+    assert lines[7:] == [hardware_line, *fixes], "the hardware, then each library fix this process applied"
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # AMX or AVX512-BF16: said, with its speed
     for speedup, verdict in ((1.9, "pays"), (0.55, "does not pay: float32")):
         monkeypatch.setattr(hardware, "cpu_bf16_speedup", lambda speedup=speedup: speedup)
