@@ -231,7 +231,7 @@ def apply_trl_fixes() -> list[str]:
     """Apply the fixes this TRL (and transformers) needs (idempotent) and return their descriptions.
 
     A fix whose target has changed in the installed library is skipped, never forced: the test suite then fails
-    (``tests/test_trl_fixes.py``) so that a maintainer checks whether the new TRL still needs it.
+    (``tests/test_trl_fixes.py``) so that a maintainer checks whether the new version still needs it.
     """
     if not switch(FIXES_ENV, on="apply the course's library fixes", off="leave TRL and transformers as installed"):
         return list(_applied)
