@@ -43,7 +43,8 @@ def machine() -> str:
 def add_summary(record: dict, summary_path: Path, date: str | None = None, host: str | None = None) -> int:
     """Add the passing notebooks of one ``make course`` summary; returns how many were added."""
     runs = json.loads(Path(summary_path).read_text())
-    date = date or time.strftime("%Y-%m-%d", time.localtime(Path(summary_path).stat().st_mtime))
+    # to the minute: a run recorded later the same day must be the latest (dates compare as strings)
+    date = date or time.strftime("%Y-%m-%d %H:%M", time.localtime(Path(summary_path).stat().st_mtime))
     added = 0
     for run in runs:
         result = run.get("record") or {}
@@ -58,7 +59,8 @@ def add_summary(record: dict, summary_path: Path, date: str | None = None, host:
 
 
 def latest(record: dict, notebook: str, preset: str) -> tuple[str, list[float]] | None:
-    """The latest date this notebook and preset were measured, and that date's minutes sorted; None if never.
+    """The latest date (and time, where recorded) this notebook and preset were measured, and the minutes of every
+    row with that stamp, sorted; None if never.
 
     Rows marked ``superseded`` (the notebook's code changed after them) are left out.
     """

@@ -1,6 +1,8 @@
 """The README's runtime columns come from benchmarks/results/runtimes.json (benchmarks/runtimes.py)."""
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,31 @@ def test_summaries_add_only_passing_runs_and_the_latest_date_wins(tmp_path):
     assert rt.cell(record, "01_demo", "cpu") == "3.0 min", "older dates are superseded"
     record["measurements"].append({**record["measurements"][-1], "minutes": 9.0, "superseded": "abc1234"})
     assert rt.cell(record, "01_demo", "cpu") == "3.0 min", "a run of code changed since does not count"
+
+
+def test_a_run_recorded_later_the_same_day_is_the_latest(tmp_path):
+    rt = _runtimes()
+    summary = tmp_path / "summary.json"
+    summary.write_text(
+        json.dumps([{"notebook": "01_demo", "status": "pass", "seconds": 120.0, "record": {"preset": "cpu"}}])
+    )
+    finished = time.mktime((2026, 1, 1, 16, 31, 0, 0, 0, -1))  # the summary was written at 16:31
+    os.utime(summary, (finished, finished))
+    record = {
+        "measurements": [
+            {
+                "notebook": "01_demo",
+                "preset": "cpu",
+                "minutes": 6.0,
+                "date": "2026-01-01 09:05",
+                "machine": "test",
+                "source": "an earlier run that morning",
+            }
+        ]
+    }
+    rt.add_summary(record, summary, host="test")  # no date given: the summary's own time, to the minute
+    assert record["measurements"][-1]["date"] == "2026-01-01 16:31"
+    assert rt.cell(record, "01_demo", "cpu") == "2.0 min", "the afternoon's run is the latest, not the morning's"
 
 
 def test_a_malformed_readme_row_is_refused():
