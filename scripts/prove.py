@@ -157,12 +157,26 @@ def by_precision(runs: list[dict]) -> dict[str | None, list[dict]]:
     """One notebook's rows by the precision they trained in (None: not the CPU's choice), in order of first run.
 
     Notebooks 10-12 train under bf16 autocast on a CPU where bf16 pays and in float32 elsewhere, so a seed that
-    passed in one precision says nothing of the other: each precision gets its own row in the seed table.
+    passed in one precision says nothing of the other: each precision gets its own row in both tables.
     """
     groups: dict[str | None, list[dict]] = {}
     for r in runs:
         groups.setdefault(r.get("precision"), []).append(r)
     return groups
+
+
+def prove_pairs(stem: str, runs: list[dict]) -> dict[str, tuple[dict | None, dict | None]]:
+    """One notebook's latest as-written and learning-off runs, per precision the CPU chose (a row label each).
+
+    A verdict holds for the precision it ran in, as a seed's does: 10-12 proved under bf16 say nothing of float32.
+    """
+    groups = by_precision([r for r in runs if r["kind"] in ("prove-on", "prove-off")]) or {None: []}
+    pairs = {}
+    for precision, group in groups.items():
+        on = next((r for r in reversed(group) if r["kind"] == "prove-on"), None)
+        off = next((r for r in reversed(group) if r["kind"] == "prove-off"), None)
+        pairs[stem if precision is None else f"{stem} ({precision})"] = (on, off)
+    return pairs
 
 
 def render(rows: list[dict], notebooks: list[Path]) -> str:
@@ -171,14 +185,11 @@ def render(rows: list[dict], notebooks: list[Path]) -> str:
              "| notebook | learning checks passed, as written | learning checks still passing at learning_rate=0 "
              "| verdict | date, commit |", "|---|---|---|---|---|"]  # fmt: skip
     for stem, runs in by_nb.items():
-        on = next((r for r in reversed(runs) if r["kind"] == "prove-on"), None)
-        off = next((r for r in reversed(runs) if r["kind"] == "prove-off"), None)
-        on_text, off_text, verdict = prove_verdict(on, off)
-        latest = off or on
-        when = f"{latest['date']}, {latest['commit']}" if latest else ""
-        if latest and latest.get("precision"):  # the CPU chose it (10-12): the verdict holds for that precision
-            when += f", {latest['precision']}"
-        lines.append(f"| {stem} | {on_text} | {off_text} | {verdict} | {when} |")
+        for label, (on, off) in prove_pairs(stem, runs).items():
+            on_text, off_text, verdict = prove_verdict(on, off)
+            latest = off or on
+            when = f"{latest['date']}, {latest['commit']}" if latest else ""
+            lines.append(f"| {label} | {on_text} | {off_text} | {verdict} | {when} |")
     seed_runs = {}  # a row per notebook, and per precision where the CPU chose it
     for stem, runs in by_nb.items():
         groups = by_precision([r for r in runs if r["kind"] == "seed"]) or {None: []}
@@ -254,9 +265,7 @@ def all_good(rows: list[dict], notebooks: list[Path], mode: str) -> bool:
     """prove: every notebook proved; seeds: every notebook passed its latest run of each seed."""
     for runs in current(rows, notebooks).values():
         if mode == "prove":
-            on = next((r for r in reversed(runs) if r["kind"] == "prove-on"), None)
-            off = next((r for r in reversed(runs) if r["kind"] == "prove-off"), None)
-            if prove_verdict(on, off)[2] != "proved":
+            if any(prove_verdict(on, off)[2] != "proved" for on, off in prove_pairs("", runs).values()):
                 return False
         else:
             groups = by_precision([r for r in runs if r["kind"] == "seed"]).values()

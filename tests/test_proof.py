@@ -243,8 +243,34 @@ def test_seeds_are_counted_apart_for_each_precision_the_cpu_chose(tmp_path):
     assert prove.all_good(bf16, [nb], "seeds") and not prove.all_good([*bf16, *fp32], [nb], "seeds")
     unchosen = _row("seed", {"g": True}, True, code, seed=101)  # 01-09: no precision, no label
     assert "| 01_demo | 1/1 | none | 101 | 1.0 |" in prove.render([unchosen], [nb])
-    on = {**_row("prove-on", {"g": True}, True, code), "precision": "float32"}
-    assert "2026-11-23 10:00, abc, float32 |" in prove.render([on], [nb])
+
+
+def test_each_precision_the_cpu_chose_is_proved_on_its_own(tmp_path):
+    """A learning-off run in float32 does not complete a bf16 proof, and a defect in one precision shows."""
+    prove = _prove()
+    nb = _notebook(tmp_path)
+    code = prove.code_hash(nb)
+
+    def run(kind, checks, passed, precision):
+        return {**_row(kind, checks, passed, code), "precision": precision}
+
+    bf16_on = run("prove-on", {"g": True}, True, "bf16 autocast")
+    fp32_off = run("prove-off", {"g": False}, False, "float32")
+    table = prove.render([bf16_on, fp32_off], [nb])
+    missing_off, missing_on = "not proved: the learning-off run is missing", "not proved: the as-written run is missing"
+    assert f"| 01_demo (bf16 autocast) | 1/1 | not run | {missing_off} | 2026-11-23 10:00, abc |" in table
+    assert f"| 01_demo (float32) | not run | - | {missing_on} | 2026-11-23 10:00, abc |" in table
+    assert not prove.all_good([bf16_on, fp32_off], [nb], "prove")
+    bf16_off = run("prove-off", {"g": False}, False, "bf16 autocast")
+    fp32_on, fp32_leak = run("prove-on", {"g": True}, True, "float32"), run("prove-off", {"g": True}, False, "float32")
+    assert prove.all_good([bf16_on, bf16_off, fp32_on, fp32_off], [nb], "prove")  # proved in both
+    rows = [bf16_on, bf16_off, fp32_on, fp32_leak]  # float32's latest learning-off run still passes "g"
+    table = prove.render(rows, [nb])
+    assert "| 01_demo (bf16 autocast) | 1/1 | 0/1 | proved |" in table
+    assert "| 01_demo (float32) | 1/1 | 1/1: g | DEFECT: a learning check passes without learning |" in table
+    assert not prove.all_good(rows, [nb], "prove")
+    unchosen = _row("prove-on", {"g": True}, True, code)  # 01-09: no precision, no label
+    assert "| 01_demo | 1/1 | not run |" in prove.render([unchosen], [nb])
 
 
 def test_a_record_says_which_precision_the_cpu_chose(monkeypatch):
