@@ -221,10 +221,15 @@ def _running(cell: dict) -> bool:
     return "*" in cell["prompt"]
 
 
-def _screenshot(driver, name: str, cell_index: int | None = None) -> Path:
+def _screenshot(driver, name: str, cell_index: int | None = None, show: str | None = None) -> Path:
+    """Save what the browser shows; with ``cell_index``, scrolled to that cell, or to the last ``show`` in it."""
     if cell_index is not None:
         driver.execute_script(
-            "window.jupyterapp.shell.currentWidget.content.widgets[arguments[0]].node.scrollIntoView();", cell_index
+            "const cell = window.jupyterapp.shell.currentWidget.content.widgets[arguments[0]].node;"
+            "const target = arguments[1] ? [...cell.querySelectorAll(arguments[1])].pop() : null;"
+            "(target || cell).scrollIntoView({block: target ? 'center' : 'start'});",
+            cell_index,
+            show,
         )
         time.sleep(0.5)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -276,8 +281,8 @@ def test_notebook_runs_in_jupyterlab_and_shows_the_live_plot_and_the_checks(lab,
 
     plot_index, plot = _cell(state, PLOT_CELL)
     checks_index, checks = _cell(state, CHECKS_CELL)
-    _screenshot(browser, "plot", plot_index)
-    _screenshot(browser, "checks", checks_index)
+    _screenshot(browser, "plot", plot_index, show="img")  # the reward plot, below the loss table
+    _screenshot(browser, "checks", checks_index, show=".jp-OutputArea-output")  # the PASS lines
 
     for cell in code:
         assert not cell["errors"], f"cell [{cell['count']}] failed: {cell['errors']}\n{cell['text'][-2000:]}"
