@@ -4,7 +4,8 @@
 trains for minutes. It needs Debian's ``chromium`` and ``chromium-driver`` (``make ui-setup``) and selenium
 (requirements-dev.txt), and is skipped, saying so, without them.
 
-JupyterLab serves a temporary copy of the notebook (the committed one is never opened, so never saved over) on
+JupyterLab serves a temporary copy of the notebook (the committed one is never opened, so never saved over),
+with copies of the repository's data/, scripts/ and configs/ beside it as in the repository, on
 a free port of 127.0.0.1 with a random token, with ``COURSE_PRESET=cpu-ci`` (``preset="auto"`` reads it) and
 ``HF_HUB_OFFLINE=1``; the kernel imports this checkout's ``course_utils`` (``PYTHONPATH``). The browser clicks
 Run > Run All Cells and waits until every cell ran. Then, in what the browser rendered: the live reward plot is
@@ -38,6 +39,7 @@ NOTEBOOK = Path(os.environ.get("UI_TEST_NOTEBOOK") or REPO_ROOT / "notebooks" / 
 RUN_TIMEOUT = float(os.environ.get("UI_TEST_TIMEOUT", "1200"))
 SCREENSHOTS = REPO_ROOT / "runs" / "ui"
 PLOT_CELL, CHECKS_CELL = "LiveRewardPlot(", "record_results("
+REPOSITORY_FOLDERS = ("data", "scripts", "configs")  # read by notebooks from ../ (course_utils: PYTHONPATH)
 #: JupyterLab settings for the run (its own settings folder: the user's are neither read nor changed). Every
 #: cell stays in the page (no windowing), nothing is autosaved, nothing is fetched from the internet.
 LAB_SETTINGS = {
@@ -150,9 +152,12 @@ def lab(tmp_path):
     if (reason := _missing_browser_tools()) is not None:
         pytest.skip(reason)
     assert NOTEBOOK.is_file(), f"UI_TEST_NOTEBOOK={NOTEBOOK}: no such notebook"
-    # the same layout as the repository (notebooks/<name>): outputs/ lands next to the copy, as in make lab
+    # the same layout as the repository (notebooks/<name>): outputs/ lands next to the copy, as in make lab, and
+    # what a notebook reads from the repository is beside it (08's data/reviews.csv, 09's scripts/ and configs/)
     (tmp_path / "notebooks").mkdir()
     shutil.copy(NOTEBOOK, tmp_path / "notebooks" / NOTEBOOK.name)
+    for folder in REPOSITORY_FOLDERS:
+        shutil.copytree(REPO_ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     server = Lab(tmp_path)
     try:
         server.wait_until_up()
