@@ -31,15 +31,15 @@ CORE_PACKAGES = (*KEY_LIBRARIES, "gguf", "safetensors", "matplotlib", "papermill
 MIN_PYTHON = (3, 11)  # transformers 5.23 and TRL 1.16 declare Requires-Python >= 3.11
 MIN_FREE_DISK_GB = 5.0  # model cache (0.6 GB), up to 4 warm starts (0.54 GB each), checkpoints of 04 and 05, headroom
 MIN_MEMORY_GB = 6.0  # notebook 08 with its default parameters peaked at 4.9 GB of RSS on a CPU (2026-11-25)
-#: Peak RSS of each notebook's kernel on a CPU in CI mode, in GB (``course_utils.results.peak_memory_mb``): the
-#: fresh-clone make test of 2026-11-25 (176bd92, one thread each, two side by side), or an earlier run where it
-#: peaked higher (06: 8.1 GB at 5a83785 with two threads); 10: the highest of its four CI-mode runs of 2026-11-29
-#: (``make prove`` and ``make seeds``, one thread each, the compact tool template); 12: the highest of its six
-#: CI-mode runs of 2026-11-29 with its judge's ``logits_to_keep=1`` (the fresh clone of 32c8b62; 11.9 GB before). Below
-#: ``EVERY_NOTEBOOK_GB`` of RAM, the heaviest are at risk.
+#: Peak RSS of each notebook's kernel on a CPU, in GB (``course_utils.results.peak_memory_mb``), the higher of its
+#: two presets' latest runs on the notebooks' current code: CI mode in the fresh-clone make test of 2cb3a04 (one
+#: thread each, two side by side) and the default ``cpu`` run of every notebook in one make course (two threads,
+#: warm starts trained; runs/cpu-all-20261207), both 2026-12-07 on the Intel Xeon without AMX. ``cpu`` was the
+#: higher for all but 08 and 11 (01 5.1 against 4.0, 02 7.1 against 5.6, 06 9.3 against 8.5, 12 8.4 against 7.8).
+#: Below ``EVERY_NOTEBOOK_GB`` of RAM, the heaviest are at risk.
 NOTEBOOK_PEAK_GB = {
-    "01": 4.2, "02": 8.0, "03": 4.2, "04": 6.8, "05": 3.0, "06": 9.1,
-    "07": 3.8, "08": 4.8, "09": 4.1, "10": 8.7, "11": 4.3, "12": 7.7,
+    "01": 5.1, "02": 7.1, "03": 4.1, "04": 5.8, "05": 4.2, "06": 9.3,
+    "07": 3.5, "08": 4.2, "09": 5.0, "10": 9.2, "11": 4.2, "12": 8.4,
 }  # fmt: skip
 ROOM_GB = 2.0  # what the system and the browser need beside a notebook's kernel
 EVERY_NOTEBOOK_GB = max(NOTEBOOK_PEAK_GB.values()) + ROOM_GB  # below this, the heaviest notebooks are at risk

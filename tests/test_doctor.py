@@ -73,12 +73,14 @@ def test_disk_and_memory_thresholds(tmp_path):
     assert full.status == "FAIL" and "free at least" in full.fix
     assert doctor.check_memory(total_gb=4.0).status == "WARN"
     assert doctor.check_memory(total_gb=24.0).status == "OK"
-    eight = doctor.check_memory(total_gb=8.0)  # 2 GB of room: 06, 10, 02, 12 and 04 peaked above 8 - 2 = 6 GB
-    assert eight.status == "WARN" and "06 (9.1 GB), 10 (8.7 GB), 02 (8 GB), 12 (7.7 GB), 04 (6.8 GB)" in eight.fix
-    ten = doctor.check_memory(total_gb=10.0)  # only those above 10 - 2 = 8 GB: 06 (9.1) and 10 (8.7); 02's 8.0 is not
-    assert ten.status == "WARN" and "notebooks 06 (9.1 GB), 10 (8.7 GB) peaked" in ten.fix and "02 (" not in ten.fix
-    assert doctor.EVERY_NOTEBOOK_GB == 9.1 + 2.0  # the heaviest kernel (06) plus the room
-    assert doctor.check_memory(total_gb=11.2).status == "OK"
+    eight = doctor.check_memory(total_gb=8.0)  # 2 GB of room: 06, 10, 12 and 02 peaked above 8 - 2 = 6 GB
+    assert eight.status == "WARN" and "06 (9.3 GB), 10 (9.2 GB), 12 (8.4 GB), 02 (7.1 GB) peaked" in eight.fix
+    assert "04 (" not in eight.fix  # 5.8 GB: under 6
+    ten = doctor.check_memory(total_gb=10.0)  # only those above 10 - 2 = 8 GB: 06, 10 and 12; 02's 7.1 is not
+    assert ten.status == "WARN" and "notebooks 06 (9.3 GB), 10 (9.2 GB), 12 (8.4 GB) peaked" in ten.fix
+    assert "02 (" not in ten.fix
+    assert doctor.EVERY_NOTEBOOK_GB == 9.3 + 2.0  # the heaviest kernel (06) plus the room
+    assert doctor.check_memory(total_gb=11.2).status == "WARN" and doctor.check_memory(total_gb=11.4).status == "OK"
 
 
 def test_model_check_offline_without_the_embedded_package(monkeypatch, tmp_path):
