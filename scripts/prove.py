@@ -263,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def all_good(rows: list[dict], notebooks: list[Path], mode: str) -> bool:
     """prove: every notebook proved; seeds: every notebook passed its latest run of each seed."""
-    for runs in current(rows, notebooks).values():
+    for stem, runs in current(rows, notebooks).items():
         if mode == "prove":
-            if any(prove_verdict(on, off)[2] != "proved" for on, off in prove_pairs("", runs).values()):
+            if any(prove_verdict(on, off)[2] != "proved" for on, off in prove_pairs(stem, runs).values()):
                 return False
         else:
             groups = by_precision([r for r in runs if r["kind"] == "seed"]).values()
