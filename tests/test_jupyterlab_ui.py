@@ -13,8 +13,9 @@ an image in the training cell, shown while that cell was still running; the chec
 (course_utils.results.record_results) and no ``[FAIL]``; no cell shows an error. Screenshots go to runs/ui/.
 
 ``UI_TEST_NOTEBOOK=path.ipynb`` runs another notebook: its plot cell is the one whose code constructs
-``LiveRewardPlot(``, its checks cell the one that calls ``record_results(``. ``UI_TEST_TIMEOUT`` (seconds,
-default 1200) bounds the run.
+``LiveRewardPlot(``, its checks cell the one that calls ``record_results(``. A notebook that draws no live plot
+(03, 06, 10-12) must instead show its figures, rendered, after the run; 09 draws none, so it fails here.
+``UI_TEST_TIMEOUT`` (seconds, default 1200) bounds the run.
 """
 
 from __future__ import annotations
@@ -262,13 +263,15 @@ def test_notebook_runs_in_jupyterlab_and_shows_the_live_plot_and_the_checks(lab,
                   "notebook open with an idle kernel", interval=1)  # fmt: skip
         _click_menu(browser, "Run", "Run All Cells")
 
+        live = any(c["type"] == "code" and PLOT_CELL in c["source"] for c in _state(browser)["cells"])
         plot_shown_while_running = False
         deadline = time.monotonic() + RUN_TIMEOUT
         while True:
             state = _state(browser)
             code = [c for c in state["cells"] if c["type"] == "code"]
-            plot = _cell(state, PLOT_CELL)[1]
-            plot_shown_while_running |= _running(plot) and bool(plot["images"])
+            if live:
+                plot = _cell(state, PLOT_CELL)[1]
+                plot_shown_while_running |= _running(plot) and bool(plot["images"])
             errors = [c for c in code if c["errors"]]
             ran = code[-1]["count"] is not None or errors  # cells after an error are not run
             if ran and state["kernel"] == "idle" and not any(_running(c) for c in code):
@@ -284,9 +287,15 @@ def test_notebook_runs_in_jupyterlab_and_shows_the_live_plot_and_the_checks(lab,
             print(f"JupyterLab's log (last lines):\n{lab.log_tail()}")
         raise
 
-    plot_index, plot = _cell(state, PLOT_CELL)
+    if live:
+        plot_index, plot = _cell(state, PLOT_CELL)
+    else:  # 03, 06 and 10-12 plot after training: their last figure stands in for the live plot
+        figures = [(i, c) for i, c in enumerate(state["cells"]) if c["type"] == "code" and c["images"]]
+        assert figures, f"{NOTEBOOK.name} has no live reward plot and rendered no figure"
+        plot_index, plot = figures[-1]
+        print(f"{NOTEBOOK.name} draws no live reward plot: checked that its {len(figures)} figure cell(s) rendered")
     checks_index, checks = _cell(state, CHECKS_CELL)
-    _screenshot(browser, "plot", plot_index, show="img")  # the reward plot, below the loss table
+    _screenshot(browser, "plot", plot_index, show="img")  # the (reward) plot, below the cell's other output
     _screenshot(browser, "checks", checks_index, show=".jp-OutputArea-output")  # the PASS lines
 
     for cell in code:
@@ -295,7 +304,7 @@ def test_notebook_runs_in_jupyterlab_and_shows_the_live_plot_and_the_checks(lab,
         assert cell["count"] is not None, f"a code cell did not run:\n{cell['source'][:300]}"
     assert plot["images"], f"no rendered image in the training cell:\n{plot['text'][-2000:]}"
     assert all(src.startswith("data:image/png") for src in plot["images"]), plot["images"]
-    assert plot_shown_while_running, "the reward plot appeared only after training ended, not live"
+    assert plot_shown_while_running or not live, "the reward plot appeared only after training ended, not live"
     assert "[PASS]" in checks["text"], f"the checks cell shows no PASS line:\n{checks['text']}"
     assert "[FAIL]" not in checks["text"], f"a check failed:\n{checks['text']}"
     assert NOTEBOOK.read_bytes() == (lab.root / "notebooks" / NOTEBOOK.name).read_bytes(), "the copy was saved"
