@@ -3,7 +3,8 @@
 A reward model here is what TRL's ``RewardTrainer`` trains and ``GRPOTrainer`` accepts in ``reward_funcs``:
 a sequence classifier with one output. :func:`reward_scores` scores completions exactly as
 ``GRPOTrainer`` does (chat template over prompt and completion, right padding, the first logit), so a
-score printed in a notebook is the score training saw.
+score printed in a notebook is the score training saw: in float32 (under bf16 or fp16 training, ``GRPOTrainer``
+scores a reward model it loaded inside its autocast, so its logged scores differ from these by that rounding).
 """
 
 from __future__ import annotations

@@ -398,8 +398,9 @@ def failed_call_penalty(completions: Sequence[Any], **kwargs: Any) -> list[float
 
 
 # An environment: tools with state ---------------------------------------------------------------------------
-# GRPOTrainer(environment_factory=MemoryCalculator) makes one instance per rollout, calls reset(**row) before
-# generating, and shows the model every public method but reset (and get_reward) as a tool.
+# GRPOTrainer(environment_factory=MemoryCalculator) keeps a pool of instances (as many as run at once), reuses them
+# across batches and calls reset(**row) before every rollout, so reset must clear all state; it shows the model every
+# public method but reset (and get_reward) as a tool.
 
 _NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")  # a name in an expression; the "e" of 1e5 is not one
 
