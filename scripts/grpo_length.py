@@ -15,8 +15,10 @@ Eight GPUs on one machine, data parallel, DeepSpeed ZeRO-2 or FSDP:
 
 The preset's batch is the *global* batch: with N processes each one gets 1/N of it, so the recipe (prompts per
 step, group size, learning rate) is the same whatever N is. The script measures the held-out length error before
-and after training on the main process and writes ``<output-dir>/results.json``; a folder that already holds one
-is refused before anything loads, so an earlier run's results are never overwritten.
+and after training and writes ``<output-dir>/results.json`` from the main process; a folder that already holds one
+is refused before anything loads, so an earlier run's results are never overwritten. After training under FSDP each
+process holds only a shard of the weights and every forward pass needs every process, so all of them measure then.
+DeepSpeed ZeRO-3 shards the weights as they load, before the first measurement, and is refused: use ZeRO-2 or FSDP.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -82,6 +85,16 @@ def build_config(args: argparse.Namespace, preset: Preset, hardware: Hardware, p
     )
 
 
+def weights_sharded(trainer: GRPOTrainer) -> bool:
+    """Whether training shards the weights over the processes (FSDP): after ``train()`` each process holds a shard.
+
+    A forward pass then gathers the weights from every process, so a measurement that only the main process ran
+    would wait for the others forever. With whole weights on each process (one process, DDP, ZeRO-2) the main
+    process measures alone.
+    """
+    return bool(getattr(trainer, "is_fsdp_enabled", False))
+
+
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse_args(argv)
     results_path = Path(args.output_dir) / "results.json"
@@ -91,6 +104,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     if args.use_vllm and (importlib.util.find_spec("vllm") is None or not torch.cuda.is_available()):
         raise SystemExit("--use-vllm needs a CUDA GPU and the vllm package (`pip install vllm`). "
                          "Leave the flag out to generate with transformers.")  # fmt: skip
+    if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":  # set by `accelerate launch` from the config
+        raise SystemExit("DeepSpeed ZeRO-3 shards the weights as they load, and this script measures the held-out "
+                         "prompts before training with whole weights: launch with configs/accelerate/"
+                         "deepspeed_zero2.yaml or fsdp.yaml instead.")  # fmt: skip
     try:
         check_tracking(args.report_to)
     except PreflightError as err:
@@ -128,15 +145,15 @@ def main(argv: list[str] | None = None) -> dict | None:
         )  # fmt: skip
         return length_report(completions, args.target_chars, finished, topics=data["test"]["topic"])
 
-    before = held_out() if state.is_main_process else None
+    before = held_out() if state.is_main_process else None  # whole weights on every process until train()
     state.wait_for_everyone()
     start = time.perf_counter()
     trainer.train()
     train_seconds = time.perf_counter() - start
     state.wait_for_everyone()
+    after = held_out() if state.is_main_process or weights_sharded(trainer) else None  # FSDP: every process
     if not state.is_main_process:
         return None
-    after = held_out()
     results = {
         "preset": preset.name,
         "num_processes": state.num_processes,

@@ -92,3 +92,15 @@ def test_an_earlier_runs_results_are_refused_before_anything_loads(tmp_path):
     with pytest.raises(SystemExit, match=rf"--output-dir {tmp_path} already holds an earlier run's results.json"):
         _load_script().main(["--output-dir", str(tmp_path)])
     assert earlier.read_text() == '{"length_error_after": 12.5}'  # untouched
+
+
+@pytest.mark.parametrize("fsdp", [False, True])
+def test_every_process_measures_after_training_when_fsdp_shards_the_weights(fsdp):
+    trainer = type("StubTrainer", (), {"is_fsdp_enabled": fsdp})()  # the one fact the decision reads
+    assert _load_script().weights_sharded(trainer) is fsdp
+
+
+def test_zero3_is_refused_before_anything_loads(monkeypatch, tmp_path):
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")  # what `accelerate launch` sets from a ZeRO-3 config
+    with pytest.raises(SystemExit, match="ZeRO-3 shards the weights.*deepspeed_zero2.yaml or fsdp.yaml"):
+        _load_script().main(["--preset", "cpu-ci", "--output-dir", str(tmp_path / "run")])
